@@ -1,0 +1,260 @@
+"""SessionTokenizer: exact token ids for transcripts that grow and change call after call.
+
+    tok = SessionTokenizer.from_file("tokenizer.json")
+    enc = tok.encode(text, session="tenant-a/chat-42")
+    enc.ids    # == Tokenizer.from_file(...).encode(text, add_special_tokens=False).ids
+    enc.route  # "hit" | "append" | "edit" | "full"
+
+The ids always equal the reference encode of the whole text; reuse of stored ids is only an
+optimisation, taken where stable cuts are proven (see ``boundaries`` and ``repair``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.errors import InvalidTextError
+from app.tokenization.boundaries import CutRules
+from app.tokenization.diff import common_prefix
+from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
+from app.tokenization.repair import Plan, Repairer, Reuse
+from app.tokenization.spec import TokenizerSpec, load_spec
+from app.tokenization.store import MemoryStore, SessionKey, SessionState, SessionStore
+
+_MAX_TEXT_BYTES = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    """The ids of one text and how they were obtained."""
+
+    ids: IdArray
+    """Read-only int32 ids, equal to the reference encode of the whole text."""
+    route: str
+    """"hit" (same text as stored), "append", "edit" (reuse around changes) or "full"."""
+    reused_tokens: int = 0
+    encoded_bytes: int = 0
+    """Bytes of text the reference encoded for this call."""
+    searches: int = 0
+    retries: int = 0
+    fallback: str | None = None
+    """Why the full path was taken, when it was."""
+
+
+class SessionTokenizer:
+    """Reference-exact tokenizer with per-session reuse; thread-safe."""
+
+    def __init__(
+        self,
+        reference: ReferenceEncoder,
+        spec: TokenizerSpec,
+        *,
+        window: int = 512,
+        max_doublings: int = 5,
+        resync_search: int = 1 << 17,
+        store: SessionStore | None = None,
+        store_bytes: int = 512 << 20,
+    ) -> None:
+        self.reference = reference
+        self.spec = spec
+        self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
+        self._repairer = (
+            Repairer(
+                CutRules(spec),
+                reference,
+                window=window,
+                doublings=max_doublings,
+                resync_search=resync_search,
+            )
+            if spec.proven
+            else None
+        )
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._content_keys = 0
+
+    @classmethod
+    def from_file(cls, path: str | Path, **options: Any) -> SessionTokenizer:
+        """Load a tokenizer.json; keyword options as for the constructor."""
+        return cls(ReferenceEncoder.from_file(path), load_spec(path), **options)
+
+    def encode(
+        self,
+        text: str,
+        *,
+        session: str | None = None,
+        tenant: str | None = None,
+        add_special_tokens: bool = False,
+    ) -> Encoding:
+        """Exact ids of ``text``.
+
+        ``session`` ("tenant/conversation") names the stored transcript to repair from; its part
+        before the first "/" is the tenant.  Without it, the tenant's stored transcript sharing
+        the longest prefix is used.  ``tenant`` scopes content lookup when there is no session.
+        """
+        data = _utf8(text)
+        scope = _tenant_of(session, tenant)
+        key: SessionKey | None = (scope, "s:" + session) if session is not None else None
+        base_key, base = self._base(key, scope, data)
+        core, route, plan, reason = self._core(text, data, base)
+        if key is None:
+            key = base_key if base_key is not None and base_key[1].startswith("c:") and route in (
+                "hit",
+                "append",
+            ) else self._content_key(scope)
+        if route != "hit" or base_key != key:
+            self.store.put(key, core)
+        ids = self._framed(text, core.ids, add_special_tokens)
+        return self._record(ids, route, plan, reason, len(data) if route == "full" else None)
+
+    def forget(self, session: str, *, tenant: str | None = None) -> None:
+        """Drop a session's stored state (its next call encodes in full)."""
+        self.store.drop((_tenant_of(session, tenant), "s:" + session))
+
+    def explain(self) -> dict[str, Any]:
+        """Family, proven rule set (or why none), counters and store figures."""
+        with self._lock:
+            counts = dict(self._counts)
+        searches = counts.get("searches", 0)
+        return {
+            "family": self.spec.family,
+            "proven": self.spec.proven,
+            "rules": list(self._repairer.rules.names) if self._repairer else [],
+            "unproven_reason": self.spec.unproven_reason,
+            "normalizer": self.spec.normalizer,
+            "added_tokens": len(self.spec.added_tokens),
+            "special_frame": self.reference.frame is not None,
+            "counters": counts,
+            "first_window_acceptance": (
+                counts.get("first_window", 0) / searches if searches else None
+            ),
+            "store": self.store.stats(),
+        }
+
+    def _base(
+        self, key: SessionKey | None, scope: str, data: bytes
+    ) -> tuple[SessionKey | None, SessionState | None]:
+        if key is not None:
+            state = self.store.get(key)
+            if state is not None:
+                return key, state
+        found = self.store.find_by_content(scope, data)
+        return (None, None) if found is None else found
+
+    def _core(
+        self, text: str, data: bytes, base: SessionState | None
+    ) -> tuple[SessionState, str, Plan | None, str | None]:
+        """(state for ``data``, route, repair plan, fallback reason)."""
+        if base is None:
+            return self._full(text, data), "full", None, "no stored transcript"
+        if self._repairer is None:
+            return self._full(text, data), "full", None, "unproven family"
+        if base.text == data:
+            return base, "hit", None, None
+        prefix = common_prefix(base.text, data)
+        plan = self._repairer.plan(base, data, prefix)
+        if not plan.reused_runs:
+            return self._full(text, data), "full", plan, "no stable cut in window"
+        ids, ends = self._repairer.assemble(base, data, plan)
+        route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
+        return _state(data, ids, ends), route, plan, None
+
+    def _full(self, text: str, data: bytes) -> SessionState:
+        ids, ends = self.reference.encode(text)
+        return _state(data, ids, ends)
+
+    def _framed(self, text: str, core: IdArray, add_special_tokens: bool) -> IdArray:
+        if not add_special_tokens:
+            return core
+        frame = self.reference.frame
+        if frame is None:
+            enc = self.reference.tokenizer.encode(text, add_special_tokens=True)
+            return _readonly(np.asarray(enc.ids, dtype=np.int32))
+        prefix, suffix = frame
+        if not len(prefix) and not len(suffix):
+            return core
+        return _readonly(np.concatenate([prefix, core, suffix]))
+
+    def _content_key(self, scope: str) -> SessionKey:
+        with self._lock:
+            self._content_keys += 1
+            return scope, f"c:{self._content_keys}"
+
+    def _record(
+        self,
+        ids: IdArray,
+        route: str,
+        plan: Plan | None,
+        reason: str | None,
+        full_bytes: int | None,
+    ) -> Encoding:
+        reused = encoded = 0
+        searches = retries = 0
+        if plan is not None and route != "full":
+            for part in plan.parts:
+                if isinstance(part, Reuse):
+                    reused += part.last - part.first
+                else:
+                    encoded += part.end - part.start
+        if full_bytes is not None:
+            encoded = full_bytes
+        with self._lock:
+            self._counts["route:" + route] += 1
+            if reason is not None:
+                self._counts["fallback:" + reason] += 1
+            if plan is not None:
+                stats = plan.stats
+                searches, retries = stats.searches, stats.retries
+                self._counts["searches"] += stats.searches
+                self._counts["first_window"] += stats.first_window
+                self._counts["retries"] += stats.retries
+                self._counts["search_misses"] += stats.misses
+                self._counts["cuts_rejected_by_stored_ends"] += stats.rejected
+            self._counts["encoded_bytes"] += encoded
+            self._counts["reused_tokens"] += reused
+        return Encoding(
+            ids=ids,
+            route=route,
+            reused_tokens=reused,
+            encoded_bytes=encoded,
+            searches=searches,
+            retries=retries,
+            fallback=reason,
+        )
+
+
+def _utf8(text: object) -> bytes:
+    if not isinstance(text, str):
+        raise InvalidTextError(f"text must be str, not {type(text).__name__}")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidTextError(
+            f"text is not valid Unicode at character {exc.start}: {exc.reason}"
+        ) from None
+    if len(data) > _MAX_TEXT_BYTES:
+        raise InvalidTextError("text is larger than 2 GiB")
+    return data
+
+
+def _tenant_of(session: str | None, tenant: str | None) -> str:
+    if session is not None and "/" in session:
+        return session.split("/", 1)[0]
+    return tenant or ""
+
+
+def _readonly(array: IdArray) -> IdArray:
+    array.flags.writeable = False
+    return array
+
+
+def _state(data: bytes, ids: IdArray, ends: OffsetArray) -> SessionState:
+    ids.flags.writeable = False
+    ends.flags.writeable = False
+    return SessionState(text=data, ids=ids, ends=ends)
