@@ -1,0 +1,107 @@
+"""The stable-cut rules, proven position by position against the reference.
+
+For every position a family's rules call stable, encoding the two sides separately must give
+the reference encode of the whole.  The texts are adversarial (tests/adversarial.py) and every
+proven family is checked with its real tokenizer.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from tokenizers import Tokenizer
+
+from app.tokenization.boundaries import CutRules, trie_pattern
+from app.tokenization.spec import load_spec
+from tests.adversarial import texts
+
+FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k"]
+
+
+def _ids(tok: Tokenizer, text: str) -> list[int]:
+    return list(tok.encode(text, add_special_tokens=False).ids)
+
+
+def check_all_cuts(rules: CutRules, tok: Tokenizer, text: str) -> int:
+    data = text.encode("utf-8")
+    whole = _ids(tok, text)
+    checked = 0
+    for c in range(1, len(data)):
+        if rules.is_stable(data, c):
+            left, right = data[:c].decode(), data[c:].decode()
+            assert _ids(tok, left) + _ids(tok, right) == whole, (text, c)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_stable_cut_splits_exactly(
+    name: str, assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    rules = CutRules(load_spec(assets[name]))
+    tok = reference(name)
+    seen = {"cuts": 0}
+
+    @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(texts)
+    def run(text: str) -> None:
+        seen["cuts"] += check_all_cuts(rules, tok, text)
+
+    run()
+    assert seen["cuts"] > 1000, "the strategy must reach many stable cuts"
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_rules_fire_on_ordinary_text(name: str, assets: dict[str, Path]) -> None:
+    rules = CutRules(load_spec(assets[name]))
+    data = b"def main():\n    return parse(args) + 1\nprint(main())\n"
+    cuts = [c for c in range(len(data)) if rules.is_stable(data, c)]
+    assert data.index(b" main") in cuts and data.index(b"print") in cuts
+
+
+def test_no_cut_inside_or_touching_special_token_text(assets: dict[str, Path]) -> None:
+    rules = CutRules(load_spec(assets["qwen3"]))
+    data = b"a <|im_end|> b\n<|im_start|>user\nok"
+    for c in range(len(data)):
+        if rules.is_stable(data, c):
+            inside = [m for m in (b"<|im_end|>", b"<|im_start|>") if 0 < c - data.find(m) < len(m)]
+            assert not inside
+
+
+def test_stripping_added_tokens_block_nearby_cuts(
+    assets: dict[str, Path], tmp_path: Path
+) -> None:
+    """A token with lstrip/rstrip swallows whitespace of any length: cuts near it are refused,
+    and the cuts that remain are still exact."""
+    import json
+
+    data = json.loads(assets["qwen3"].read_text(encoding="utf-8"))
+    for tok in data["added_tokens"]:
+        if tok["content"] == "<tool_call>":
+            tok["lstrip"] = tok["rstrip"] = True
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    rules = CutRules(load_spec(path))
+    tok = Tokenizer.from_file(str(path))
+    text = ("word  " + " " * 300 + "<tool_call>  x  y z\n" + "abc def " * 40) * 2
+    assert check_all_cuts(rules, tok, text) > 0
+    raw = text.encode()
+    assert not rules.is_stable(raw, raw.index(b" <tool_call>"))
+
+    @settings(max_examples=150, deadline=None)
+    @given(texts)
+    def run(text: str) -> None:
+        check_all_cuts(rules, tok, text.replace("<think>", "<tool_call>"))
+
+    run()
+
+
+def test_trie_pattern_prefers_the_longest_token() -> None:
+    import re
+
+    finder = re.compile(b"(?=(" + trie_pattern([b"<a", b"<ab>", b"<abc>", b"b"]) + b"))")
+    found = [(m.start(), m.group(1)) for m in finder.finditer(b"x<abc><ab>b<a")]
+    assert found == [(1, b"<abc>"), (3, b"b"), (6, b"<ab>"), (8, b"b"), (10, b"b"), (11, b"<a")]

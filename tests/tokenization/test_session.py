@@ -1,0 +1,183 @@
+"""SessionTokenizer against the reference: whatever happened before, the ids are exact."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from app.errors import InvalidTextError
+from app.tokenization import SessionTokenizer
+from tests.adversarial import grown_texts
+
+FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k"]
+
+
+def _ids(tok: Tokenizer, text: str, special: bool = False) -> list[int]:
+    return list(tok.encode(text, add_special_tokens=special).ids)
+
+
+@pytest.fixture(scope="module")
+def session_tokenizers(assets: dict[str, Path]) -> dict[str, SessionTokenizer]:
+    return {name: SessionTokenizer.from_file(assets[name], window=64) for name in FAMILIES}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_grown_sessions_match_reference(
+    name: str,
+    session_tokenizers: dict[str, SessionTokenizer],
+    reference: Callable[[str], Tokenizer],
+) -> None:
+    tok, ref = session_tokenizers[name], reference(name)
+    counter = iter(range(10**9))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(grown_texts(), st.booleans())
+    def run(versions: list[str], keyed: bool) -> None:
+        session = f"t{next(counter) % 3}/s{next(counter)}" if keyed else None
+        for text in versions:
+            enc = tok.encode(text, session=session, tenant="anon")
+            assert list(enc.ids) == _ids(ref, text), (versions, text, enc.route)
+
+    run()
+    routes = tok.explain()["counters"]
+    assert routes.get("route:append", 0) > 50 and routes.get("route:edit", 0) > 10
+
+
+def test_long_session_with_edits_near_start_and_middle(
+    assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    """Claude-style billing hash edits at the start, Qwen-style think removal in the middle."""
+    tok, ref = SessionTokenizer.from_file(assets["qwen3"]), reference("qwen3")
+    body = "".join(f"line {i}: value = compute({i}, 'x')\n" for i in range(400))
+    routes = []
+    for turn in range(6):
+        think = "<think>\nI should look at the file first.\n</think>\n\n" if turn % 2 else ""
+        text = (
+            f"<|im_start|>system\ncc_version=2.1; cch={turn * 7919:05x};\nYou are helpful."
+            f"<|im_end|>\n{body}<|im_start|>assistant\n{think}Done {turn}.<|im_end|>\n"
+            + "more text here\n" * turn
+        )
+        enc = tok.encode(text, session="acme/claude-1")
+        assert list(enc.ids) == _ids(ref, text)
+        routes.append(enc.route)
+    assert routes[0] == "full" and set(routes[1:]) == {"edit"}
+
+
+def test_evictions_between_calls_stay_exact(
+    assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    tok = SessionTokenizer.from_file(assets["gpt2"], store_bytes=6_000)
+    ref = reference("gpt2")
+    texts = {s: f"Session {s} says hello to the world. " * 20 for s in range(5)}
+    for step in range(6):
+        for s in range(5):
+            texts[s] += f"step {step} adds words number {step * s} and more "
+            assert list(tok.encode(texts[s], session=f"a/{s}").ids) == _ids(ref, texts[s])
+    stats = tok.explain()["store"]
+    assert stats["evictions"] > 0 and stats["bytes"] <= 6_000
+
+
+def test_concurrent_callers_on_one_session(
+    assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    tok, ref = SessionTokenizer.from_file(assets["cl100k"]), reference("cl100k")
+    base = "The quick brown fox jumps over the lazy dog. " * 50
+    errors: list[str] = []
+
+    def worker(seed: int) -> None:
+        text = base
+        for i in range(30):
+            text += f" thread {seed} appends {i * seed} pipe"
+            variant = text if i % 3 else base + f"line {i}"
+            if list(tok.encode(variant, session="x/shared").ids) != _ids(ref, variant):
+                errors.append(variant)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_tenants_never_share_state(assets: dict[str, Path]) -> None:
+    tok = SessionTokenizer.from_file(assets["qwen3"])
+    text = "shared system prompt with enough bytes to be indexed by content. " * 10
+    tok.encode(text, tenant="alpha")
+    assert tok.encode(text + " more", tenant="beta").route == "full"
+    assert tok.encode(text + " more", tenant="alpha").route == "append"
+    tok.encode(text, session="alpha/conv")
+    assert tok.encode(text + " x", session="gamma/conv").route == "full"
+
+
+def test_content_lookup_verifies_bytes_not_hashes(assets: dict[str, Path]) -> None:
+    """Same checksum anchors, different text before them: no reuse of the wrong prefix."""
+    tok = SessionTokenizer.from_file(assets["qwen3"])
+    tail = "x" * 256
+    tok.encode("A" * 1000 + tail, tenant="t")
+    enc = tok.encode("B" * 1000 + tail + " next", tenant="t")
+    assert enc.route == "full"
+
+
+def test_special_frame_when_the_post_processor_adds_bos(
+    assets: dict[str, Path], tmp_path: Path
+) -> None:
+    data = json.loads(assets["llama3"].read_text(encoding="utf-8"))
+    data["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
+                                                  "tokens": ["<|begin_of_text|>"]}},
+    }
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    tok, ref = SessionTokenizer.from_file(path), Tokenizer.from_file(str(path))
+    text = "Hello there, general Kenobi.\n"
+    for extra in ("", "You are a bold one.\n", "Kill him!\n"):
+        text += extra
+        for special in (False, True):
+            enc = tok.encode(text, session="s/1", add_special_tokens=special)
+            assert list(enc.ids) == _ids(ref, text, special)
+    assert _ids(ref, "x", True)[0] == 128000
+
+
+@pytest.mark.parametrize("bad", ["abc\ud800def", "\udfff", 42, b"bytes", None])
+def test_bad_input_raises_typed_error(
+    bad: object, session_tokenizers: dict[str, SessionTokenizer]
+) -> None:
+    with pytest.raises(InvalidTextError):
+        session_tokenizers["qwen3"].encode(bad, session="t/bad")  # type: ignore[arg-type]
+
+
+def test_ids_are_read_only_int32(session_tokenizers: dict[str, SessionTokenizer]) -> None:
+    enc = session_tokenizers["o200k"].encode("hello world", session="t/ro")
+    assert enc.ids.dtype == np.int32
+    with pytest.raises(ValueError):
+        enc.ids[0] = 1
+
+
+def test_unproven_tokenizer_takes_full_path_and_says_why(
+    assets: dict[str, Path], reference: Callable[[str], Tokenizer], tmp_path: Path
+) -> None:
+    data = json.loads(assets["gpt2"].read_text(encoding="utf-8"))
+    data["normalizer"] = {"type": "Lowercase"}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    tok, ref = SessionTokenizer.from_file(path), Tokenizer.from_file(str(path))
+    text = "Hello World "
+    for _ in range(3):
+        text += "MORE Words "
+        enc = tok.encode(text, session="t/u")
+        assert enc.route == "full" and list(enc.ids) == _ids(ref, text)
+    info = tok.explain()
+    assert info["proven"] is False and "Lowercase" in info["unproven_reason"]
