@@ -121,7 +121,8 @@ class Repairer:
     ) -> tuple[int, int] | None:
         """Old-text cuts (a, b) inside ``run`` that are stable in both texts, if found."""
         context = self.rules.context
-        if run.old_start == 0 and run.new_start == 0:
+        at_start = run.old_start == 0 and run.new_start == 0
+        if at_start:
             a = 0
         else:
             a_found = self._search(old, run.old_start + context, run.old_end - context, True, stats)
@@ -131,7 +132,9 @@ class Repairer:
         if run.old_end == len(old.text) and run.new_end == len(new):
             b: int | None = len(old.text)
         else:
-            b = self._search(old, max(a, run.old_start + context), run.old_end - context, False, stats)
+            # Both texts begin the run at their start: nothing lies left of it to disagree on.
+            lo = max(a, 1 if at_start else run.old_start + context)
+            b = self._search(old, lo, run.old_end - context, False, stats)
         if b is None or b <= a:
             return None
         return a, b
