@@ -26,12 +26,17 @@ Added tokens are split out first, leftmost-longest.  If no occurrence of any add
 c, the split of T is the split of T[:c] followed by that of T[c:], so c stays stable.  Tokens
 that strip or need word boundaries look at neighbouring whitespace of any length: near those,
 a cut is refused unless the whitespace around c is short and no such token is close.
+
+``added-token edge`` (every family): c is the end of an occurrence [s, c) or the start of an
+occurrence [c, e), and no occurrence crosses either of its ends.  The split then decomposes at
+both ends, and at s the longest match is [s, c) itself (a longer one would cross c), so the
+token is split out and c is a hard boundary: normalizer and pre-tokenizer never see across it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from app.tokenization.spec import AddedToken, TokenizerSpec
 
@@ -93,25 +98,63 @@ class AddedTokenGuard:
         self._finder = (
             re.compile(b"(?=(" + trie_pattern(encoded) + b"))") if encoded else None
         )
+        # Proper prefixes of tokens: a position that no token can be "in the middle of" given
+        # only the bytes before it cannot be crossed, whatever follows.
+        self._prefixes = {b[:k] for b in encoded for k in range(1, len(b))}
+        self._first_bytes = frozenset(b[0] for b in encoded)
         stripping = [b for t, b in zip(toks, encoded, strict=True) if t.strips]
         self._strip_finder = re.compile(trie_pattern(stripping)) if stripping else None
         # Normalized tokens are matched on normalized text: only ASCII is sure to be unchanged.
         self._ascii_only = normalizer is not None and any(t.normalized for t in toks)
-        self.reach = self.longest + (_STRIP_REACH if stripping else 0)
+        # How far from a position its verdict reads, each way.
+        self.reach = max(self.longest - 1, 0) + (_STRIP_REACH if stripping else 0)
 
-    def allows(self, text: bytes, c: int) -> bool:
-        """True when no added-token match can cross ``c`` (text within ``reach`` of c read)."""
+    def edges(self, text: bytes, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """(cut, start, far) for added-token occurrences [start, end) with an end in [lo, hi]
+        that the split surely cuts out (no occurrence crosses either end); the verdict reads
+        from ``start - reach`` up to ``far``."""
         if self._finder is None:
-            return True
-        lo = max(0, c - self.longest + 1)
-        if self._ascii_only and not text[lo - 1 if lo else 0 : c + self.longest].isascii():
-            return False
-        for match in self._finder.finditer(text, lo, c + self.longest - 1):
-            if match.start() < c < match.start() + len(match.group(1)):
-                return False
+            return []
+        found = []
+        for match in self._finder.finditer(text, max(0, lo - self.longest), hi + self.longest):
+            start, end = match.start(), match.start() + len(match.group(1))
+            if not (lo <= start <= hi or lo <= end <= hi):
+                continue
+            at_start, at_end = self.right_reach(text, start), self.right_reach(text, end)
+            if at_start is not None and at_end is not None:
+                far = max(start + at_start, end + at_end)
+                found += [(c, start, far) for c in (start, end) if lo <= c <= hi]
+        return found
+
+    def right_reach(self, text: bytes, c: int) -> int | None:
+        """None if an added-token match could cross ``c``; else how many bytes right of c that
+        verdict read (it always reads ``reach`` bytes to the left)."""
+        if self._finder is None:
+            return 0
+        if self._ascii_only and not text[max(0, c - self.longest) : c + self.longest].isascii():
+            return None
         if self._strip_finder is not None:
-            return self._strip_allows(text, c)
-        return True
+            # Stripping tokens: read the whole reach both ways, refuse anything close.
+            if not self._strip_allows(text, c) or self._crossed(text, c):
+                return None
+            return self.reach
+        if not self._could_be_inside(text, c):
+            return 0
+        return None if self._crossed(text, c) else self.longest - 1
+
+    def _crossed(self, text: bytes, c: int) -> bool:
+        lo = max(0, c - self.longest + 1)
+        for match in self._finder.finditer(text, lo, c + self.longest - 1):  # type: ignore[union-attr]
+            if match.start() < c < match.start() + len(match.group(1)):
+                return True
+        return False
+
+    def _could_be_inside(self, text: bytes, c: int) -> bool:
+        """True when some suffix of text[:c] is a proper prefix of an added token."""
+        for k in range(1, min(self.longest, c + 1)):
+            if text[c - k] in self._first_bytes and text[c - k : c] in self._prefixes:
+                return True
+        return False
 
     def _strip_allows(self, text: bytes, c: int) -> bool:
         assert self._strip_finder is not None
@@ -128,36 +171,54 @@ class AddedTokenGuard:
 
 
 class CutRules:
-    """The proven stable-cut rules of one tokenizer family, searchable in byte windows."""
+    """The proven stable-cut rules of one tokenizer family, searchable in byte windows.
+
+    A verdict on a cut reads a few bytes around it.  Searches take the ``region`` of text known
+    to be identical in both transcripts and only return cuts whose verdict reads inside it, so
+    the verdict holds for both.
+    """
 
     def __init__(self, spec: TokenizerSpec) -> None:
         if spec.family is None:
             raise ValueError(f"no proven cut rules: {spec.unproven_reason}")
         self.family = spec.family
-        self.names = tuple(RULES[spec.family])
+        self.names = (*RULES[spec.family], "added-token edge")
         self._candidates = re.compile(b"|".join(RULES[spec.family].values()))
         self._guard = AddedTokenGuard(spec.added_tokens, normalizer=spec.normalizer)
-        # Bytes of identical text needed on each side of a cut for its verdict to carry over.
-        self.context = max(self._guard.reach, 2)
 
     def is_stable(self, text: bytes, c: int) -> bool:
-        """The rules' verdict on one position (used by tests; repair uses the searches)."""
-        return (
-            0 < c < len(text)
-            and self._candidates.match(text, c) is not None
-            and self._guard.allows(text, c)
+        """The rules' verdict on one position of a whole text (tests use this)."""
+        whole = (0, len(text))
+        return 0 < c < len(text) and c in self.cuts(text, c, c, whole, open_ends=(True, True))
+
+    def cuts(
+        self,
+        text: bytes,
+        lo: int,
+        hi: int,
+        region: tuple[int, int],
+        *,
+        open_ends: tuple[bool, bool] = (False, False),
+    ) -> list[int]:
+        """Stable cuts c in [lo, hi], ascending, whose verdicts read only ``text[region]``.
+
+        ``open_ends`` marks a region side that is the start (end) of both texts: reads past it
+        find nothing in either, so they need no room there.
+        """
+        reach = self._guard.reach
+        first = -(1 << 62) if open_ends[0] else region[0]
+        last = 1 << 62 if open_ends[1] else region[1]
+        lo = max(lo, region[0] + 1, first + 2, first + reach)
+        hi = min(hi, region[1] - 1, last - 1)
+        cuts = set()
+        for match in self._candidates.finditer(text, lo, hi + 1):
+            right = self._guard.right_reach(text, match.start())
+            if right is not None and match.start() + max(right, 1) <= last:
+                cuts.add(match.start())
+        # An edge's verdict also reads around the token's far end.
+        cuts.update(
+            c
+            for c, start, far in self._guard.edges(text, lo, hi)
+            if start - reach >= first and far <= last
         )
-
-    def ascending(self, text: bytes, lo: int, hi: int) -> Iterator[int]:
-        """Stable cuts c with lo <= c <= hi, left to right."""
-        for match in self._candidates.finditer(text, max(lo, 1), hi + 1):
-            c = match.start()
-            if c <= hi and self._guard.allows(text, c):
-                yield c
-
-    def descending(self, text: bytes, lo: int, hi: int) -> Iterator[int]:
-        """Stable cuts c with lo <= c <= hi, right to left."""
-        starts = [m.start() for m in self._candidates.finditer(text, max(lo, 1), hi + 1)]
-        for c in reversed(starts):
-            if c <= hi and self._guard.allows(text, c):
-                yield c
+        return sorted(cuts)

@@ -64,26 +64,25 @@ def align(old: bytes, new: bytes, prefix: int, *, search: int) -> list[Run]:
     i = j = prefix
     while i < len(old) and j < len(new) and len(runs) < _MAX_RUNS:
         best: Run | None = None
-        for oi, nj in _probe_candidates(old, new, i, j, search):
+        tried: set[int] = set()
+        # Least skipped bytes first; the first candidate that re-agrees long enough wins.
+        for oi, nj in sorted(_probe_candidates(old, new, i, j, search), key=sum):
+            if oi - nj in tried:
+                continue
+            tried.add(oi - nj)
             # Walk back over bytes that already agree before the probe position.
             while oi > i and nj > j and old[oi - 1] == new[nj - 1]:
                 oi -= 1
                 nj -= 1
             length = common_prefix(old, new, oi, nj)
-            if length < min(_MIN_RUN, len(old) - oi):
-                continue
-            run = Run(oi, nj, length)
-            if best is None or _skip(run, i, j) < _skip(best, i, j):
-                best = run
+            if length >= min(_MIN_RUN, len(old) - oi):
+                best = Run(oi, nj, length)
+                break
         if best is None:
             break
         runs.append(best)
         i, j = best.old_end, best.new_end
     return runs
-
-
-def _skip(run: Run, i: int, j: int) -> int:
-    return (run.old_start - i) + (run.new_start - j)
 
 
 def _probe_candidates(

@@ -12,6 +12,7 @@ is not reused; with nothing reusable the caller encodes N whole.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,43 +121,46 @@ class Repairer:
         self, old: SessionState, new: bytes, run: Run, stats: SearchStats
     ) -> tuple[int, int] | None:
         """Old-text cuts (a, b) inside ``run`` that are stable in both texts, if found."""
-        context = self.rules.context
-        at_start = run.old_start == 0 and run.new_start == 0
-        if at_start:
-            a = 0
-        else:
-            a_found = self._search(old, run.old_start + context, run.old_end - context, True, stats)
-            if a_found is None:
-                return None
-            a = a_found
-        if run.old_end == len(old.text) and run.new_end == len(new):
+        region = (run.old_start, run.old_end)
+        # Where the run starts (ends) both texts, nothing beyond it can disagree.
+        open_ends = (
+            run.old_start == 0 and run.new_start == 0,
+            run.old_end == len(old.text) and run.new_end == len(new),
+        )
+        a = 0 if open_ends[0] else self._search(old, region, open_ends, True, stats)
+        if a is None:
+            return None
+        if open_ends[1]:
             b: int | None = len(old.text)
         else:
-            # Both texts begin the run at their start: nothing lies left of it to disagree on.
-            lo = max(a, 1 if at_start else run.old_start + context)
-            b = self._search(old, lo, run.old_end - context, False, stats)
+            b = self._search(old, (max(a, region[0]), region[1]), open_ends, False, stats)
         if b is None or b <= a:
             return None
         return a, b
 
     def _search(
-        self, old: SessionState, lo: int, hi: int, ascending: bool, stats: SearchStats
+        self,
+        old: SessionState,
+        region: tuple[int, int],
+        open_ends: tuple[bool, bool],
+        ascending: bool,
+        stats: SearchStats,
     ) -> int | None:
-        """The first stable cut in [lo, hi] from the changed side, widening the window."""
-        if lo > hi:
-            return None
+        """The stable cut nearest the changed side of ``region``, in a window that widens."""
         stats.searches += 1
         width = self.window
         for attempt in range(self.doublings + 1):
             if ascending:
-                found = self._first_valid(old, self.rules.ascending(old.text, lo, min(hi, lo + width)), stats)
+                lo, hi = region[0], region[0] + width
             else:
-                found = self._first_valid(old, self.rules.descending(old.text, max(lo, hi - width), hi), stats)
+                lo, hi = region[1] - width, region[1]
+            cuts = self.rules.cuts(old.text, lo, hi, region, open_ends=open_ends)
+            found = self._first_valid(old, cuts if ascending else reversed(cuts), stats)
             if found is not None:
                 if attempt == 0:
                     stats.first_window += 1
                 return found
-            if (hi - lo) <= width:
+            if width >= region[1] - region[0]:
                 break
             stats.retries += 1
             width *= 2
@@ -164,8 +168,8 @@ class Repairer:
         return None
 
     @staticmethod
-    def _first_valid(old: SessionState, cuts: object, stats: SearchStats) -> int | None:
-        for c in cuts:  # type: ignore[attr-defined]
+    def _first_valid(old: SessionState, cuts: Iterable[int], stats: SearchStats) -> int | None:
+        for c in cuts:
             k = _tokens_before(old.ends, c)
             if k and old.ends[k - 1] == c:
                 return int(c)
@@ -175,4 +179,5 @@ class Repairer:
 
 def _tokens_before(ends: OffsetArray, cut: int) -> int:
     """How many tokens end at or before byte ``cut``."""
-    return int(np.searchsorted(ends, cut, side="right"))
+    # An int32 needle: a Python int would make numpy cast the whole array first (O(n)).
+    return int(np.searchsorted(ends, np.int32(cut), side="right"))

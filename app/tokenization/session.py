@@ -104,10 +104,9 @@ class SessionTokenizer:
         base_key, base = self._base(key, scope, data)
         core, route, plan, reason = self._core(text, data, base)
         if key is None:
-            key = base_key if base_key is not None and base_key[1].startswith("c:") and route in (
-                "hit",
-                "append",
-            ) else self._content_key(scope)
+            # A keyless call supersedes the content entry it grew from.
+            is_content = base_key is not None and base_key[1].startswith("c:")
+            key = base_key if is_content and base_key else self._content_key(scope)
         if route != "hit" or base_key != key:
             self.store.put(key, core)
         ids = self._framed(text, core.ids, add_special_tokens)

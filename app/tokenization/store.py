@@ -6,7 +6,9 @@ writer wins, and every state written is exact for its own text.
 
 Content lookup (no session key) indexes each text by a checksum of the 256 bytes ending at a few
 anchor lengths (256, 1K, 4K, ... bytes).  That costs O(1) per write.  A checksum hit only
-proposes a candidate: the caller measures the real common prefix bytewise before reusing it.
+proposes a candidate: its common prefix is measured bytewise (the longest wins), and a candidate
+that differs near the start counts only if the anchor's bytes themselves match.  Whatever is
+returned is just a base for the diff, which verifies every byte it reuses.
 """
 
 from __future__ import annotations
@@ -107,18 +109,23 @@ class MemoryStore:
     def find_by_content(self, tenant: str, text: bytes) -> tuple[SessionKey, SessionState] | None:
         """The stored text of ``tenant`` sharing the longest prefix with ``text`` (verified)."""
         marks = anchors(text)
-        candidates: dict[SessionKey, SessionState] = {}
+        candidates: dict[SessionKey, tuple[int, SessionState]] = {}
         with self._lock:
             for length, mark in reversed(marks):
                 for key in reversed(self._index.get((tenant, length, mark), {})):
                     if key not in candidates:
-                        candidates[key] = self._states[key]
+                        candidates[key] = (length, self._states[key])
                 if len(candidates) >= _MAX_CANDIDATES:
                     break
         best: tuple[int, SessionKey, SessionState] | None = None
-        for key, state in candidates.items():
+        for key, (length, state) in candidates.items():
             shared = common_prefix(state.text, text)
-            if shared >= _ANCHOR_SPAN and (best is None or shared > best[0]):
+            if shared < _ANCHOR_SPAN:
+                # An edit near the start (a per-call header): the text may still agree from an
+                # anchor on, but only if the anchor's bytes really match.
+                window = slice(length - _ANCHOR_SPAN, length)
+                shared = _ANCHOR_SPAN if state.text[window] == text[window] else 0
+            if shared and (best is None or shared > best[0]):
                 best = (shared, key, state)
         return None if best is None else (best[1], best[2])
 
