@@ -21,10 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app import assets  # noqa: E402
-from app.tokenization import SessionTokenizer  # noqa: E402
-from loadtest.agent_sessions import MARKUPS, session_calls  # noqa: E402
-
+from app import assets
+from app.tokenization import SessionTokenizer
+from loadtest.agent_sessions import MARKUPS, session_calls
 
 # The generator's append sizes are heavy-tailed (median ~0.6 x mean); a mean of 2300 chars
 # gives the ~1.4K-char median append measured on real agent traffic.
@@ -37,7 +36,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_size(name: str, path: Path, size: int, calls: int, *, edits: bool, verify: bool) -> dict[str, float]:
+def run_size(
+    name: str, path: Path, size: int, calls: int, *, edits: bool, verify: bool
+) -> dict[str, float]:
     tok = SessionTokenizer.from_file(path)
     reference = tok.reference.tokenizer
     stream = session_calls(
@@ -94,10 +95,12 @@ def run_size(name: str, path: Path, size: int, calls: int, *, edits: bool, verif
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tokenizer", default="qwen3", choices=sorted(MARKUPS))
     parser.add_argument("--sizes", default="100000,1000000,4000000")
-    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--verify", action="store_true", help="check every timed call's ids")
     args = parser.parse_args()
     path = assets.fetch()[args.tokenizer]

@@ -95,9 +95,7 @@ class AddedTokenGuard:
         toks = [t for t in tokens if t.content]
         encoded = [t.content.encode("utf-8") for t in toks]
         self.longest = max((len(b) for b in encoded), default=0)
-        self._finder = (
-            re.compile(b"(?=(" + trie_pattern(encoded) + b"))") if encoded else None
-        )
+        self._finder = re.compile(b"(?=(" + trie_pattern(encoded) + b"))") if encoded else None
         # Proper prefixes of tokens: a position that no token can be "in the middle of" given
         # only the bytes before it cannot be crossed, whatever follows.
         self._prefixes = {b[:k] for b in encoded for k in range(1, len(b))}

@@ -85,9 +85,7 @@ def align(old: bytes, new: bytes, prefix: int, *, search: int) -> list[Run]:
     return runs
 
 
-def _probe_candidates(
-    old: bytes, new: bytes, i: int, j: int, search: int
-) -> list[tuple[int, int]]:
+def _probe_candidates(old: bytes, new: bytes, i: int, j: int, search: int) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     old_view, new_view = memoryview(old), memoryview(new)
     for offset in _PROBE_OFFSETS:

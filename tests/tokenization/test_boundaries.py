@@ -71,9 +71,7 @@ def test_no_cut_inside_or_touching_special_token_text(assets: dict[str, Path]) -
             assert not inside
 
 
-def test_stripping_added_tokens_block_nearby_cuts(
-    assets: dict[str, Path], tmp_path: Path
-) -> None:
+def test_stripping_added_tokens_block_nearby_cuts(assets: dict[str, Path], tmp_path: Path) -> None:
     """A token with lstrip/rstrip swallows whitespace of any length: cuts near it are refused,
     and the cuts that remain are still exact."""
     import json

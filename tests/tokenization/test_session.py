@@ -63,7 +63,8 @@ def test_long_session_with_edits_near_start_and_middle(
         text = (
             f"<|im_start|>system\ncc_version=2.1; cch={turn * 7919:05x};\nYou are helpful."
             f"<|im_end|>\n{body}<|im_start|>assistant\n{think}Done {turn}.<|im_end|>\n"
-            + "more text here\n" * turn
+            + "more text here\n"
+            * turn
         )
         enc = tok.encode(text, session="acme/claude-1")
         assert list(enc.ids) == _ids(ref, text)
@@ -133,11 +134,18 @@ def test_special_frame_when_the_post_processor_adds_bos(
     data = json.loads(assets["llama3"].read_text(encoding="utf-8"))
     data["post_processor"] = {
         "type": "TemplateProcessing",
-        "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
-                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "single": [
+            {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+        ],
         "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-        "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
-                                                  "tokens": ["<|begin_of_text|>"]}},
+        "special_tokens": {
+            "<|begin_of_text|>": {
+                "id": "<|begin_of_text|>",
+                "ids": [128000],
+                "tokens": ["<|begin_of_text|>"],
+            }
+        },
     }
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -181,3 +189,24 @@ def test_unproven_tokenizer_takes_full_path_and_says_why(
         assert enc.route == "full" and list(enc.ids) == _ids(ref, text)
     info = tok.explain()
     assert info["proven"] is False and "Lowercase" in info["unproven_reason"]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("edits", [False, True], ids=["appends", "billing+think"])
+def test_generated_agent_sessions_exact(
+    name: str, edits: bool, assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    """Realistic transcripts (tool schemas, code, logs, diffs, multilingual text) call by call."""
+    from loadtest.agent_sessions import MARKUPS, session_calls
+
+    tok, ref = SessionTokenizer.from_file(assets[name]), reference(name)
+    calls = session_calls(
+        11, MARKUPS[name], target_chars=40_000, billing_line=edits, drop_thinking=edits
+    )
+    routes = []
+    for text in calls:
+        enc = tok.encode(text, session="ci/agent")
+        assert list(enc.ids) == _ids(ref, text), (len(text), enc.route)
+        routes.append(enc.route)
+    assert routes[0] == "full" and "full" not in routes[1:]
+    assert tok.explain()["first_window_acceptance"] >= 0.99
