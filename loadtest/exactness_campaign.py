@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app import assets  # noqa: E402
-from app.tokenization import SessionTokenizer  # noqa: E402
-from loadtest.agent_sessions import MARKUPS, session_calls  # noqa: E402
+from app import assets
+from app.tokenization import SessionTokenizer
+from loadtest.agent_sessions import MARKUPS, session_calls
 
 SCENARIOS = {
     "appends": {},

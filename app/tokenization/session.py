@@ -25,7 +25,13 @@ from app.tokenization.diff import common_prefix
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
-from app.tokenization.store import MemoryStore, SessionKey, SessionState, SessionStore
+from app.tokenization.store import (
+    MemoryStore,
+    RecentTexts,
+    SessionKey,
+    SessionState,
+    SessionStore,
+)
 
 _MAX_TEXT_BYTES = (1 << 31) - 1
 
@@ -60,6 +66,7 @@ class SessionTokenizer:
         resync_search: int = 1 << 17,
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
+        recent_text_bytes: int = 256 << 20,
     ) -> None:
         self.reference = reference
         self.spec = spec
@@ -75,6 +82,7 @@ class SessionTokenizer:
             if spec.proven
             else None
         )
+        self._recent = RecentTexts(recent_text_bytes)
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._content_keys = 0
@@ -98,10 +106,17 @@ class SessionTokenizer:
         before the first "/" is the tenant.  Without it, the tenant's stored transcript sharing
         the longest prefix is used.  ``tenant`` scopes content lookup when there is no session.
         """
-        data = _utf8(text)
+        _check_text(text)
         scope = _tenant_of(session, tenant)
         key: SessionKey | None = (scope, "s:" + session) if session is not None else None
-        base_key, base = self._base(key, scope, data)
+        base = self.store.get(key) if key is not None else None
+        data = self._appended_bytes(key, text, base)
+        base_key = key if data is not None else None
+        if data is None:
+            data = _utf8(text)
+            base_key, base = self._base(key, scope, data)
+        if len(data) > _MAX_TEXT_BYTES:
+            raise InvalidTextError("text is larger than 2 GiB")
         core, route, plan, reason = self._core(text, data, base)
         if key is None:
             # A keyless call supersedes the content entry it grew from.
@@ -109,6 +124,8 @@ class SessionTokenizer:
             key = base_key if is_content and base_key else self._content_key(scope)
         if route != "hit" or base_key != key:
             self.store.put(key, core)
+        if session is not None:
+            self._recent.put(key, text, core)
         ids = self._framed(text, core.ids, add_special_tokens)
         return self._record(ids, route, plan, reason, len(data) if route == "full" else None)
 
@@ -134,7 +151,23 @@ class SessionTokenizer:
                 counts.get("first_window", 0) / searches if searches else None
             ),
             "store": self.store.stats(),
+            "recent_texts": self._recent.stats(),
         }
+
+    def _appended_bytes(
+        self, key: SessionKey | None, text: str, base: SessionState | None
+    ) -> bytes | None:
+        """UTF-8 of ``text`` built from ``base`` when text merely extends the session's last
+        text (proven by ``str.startswith``), else None."""
+        if key is None or base is None:
+            return None
+        previous = self._recent.get(key, base)
+        if previous is None or not text.startswith(previous):
+            return None
+        try:
+            return base.text + text[len(previous) :].encode("utf-8")
+        except UnicodeEncodeError:
+            return _utf8(text)  # raises, naming the offending position in the whole text
 
     def _base(
         self, key: SessionKey | None, scope: str, data: bytes
@@ -228,18 +261,18 @@ class SessionTokenizer:
         )
 
 
-def _utf8(text: object) -> bytes:
+def _check_text(text: object) -> None:
     if not isinstance(text, str):
         raise InvalidTextError(f"text must be str, not {type(text).__name__}")
+
+
+def _utf8(text: str) -> bytes:
     try:
-        data = text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidTextError(
             f"text is not valid Unicode at character {exc.start}: {exc.reason}"
         ) from None
-    if len(data) > _MAX_TEXT_BYTES:
-        raise InvalidTextError("text is larger than 2 GiB")
-    return data
 
 
 def _tenant_of(session: str | None, tenant: str | None) -> str:

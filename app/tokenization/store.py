@@ -13,6 +13,7 @@ returned is just a base for the diff, which verifies every byte it reuses.
 
 from __future__ import annotations
 
+import sys
 import threading
 import zlib
 from collections import OrderedDict
@@ -151,3 +152,45 @@ class MemoryStore:
                 bucket.pop(key, None)
                 if not bucket:
                     del self._index[(key[0], length, mark)]
+
+
+class RecentTexts:
+    """The ``str`` each recently used session was last encoded from, bounded in bytes.
+
+    An accelerator beside the store, not part of a session's state: when a new text starts with
+    the previous one (a plain append), ``str.startswith`` proves it without re-encoding the
+    whole transcript to UTF-8, which costs more than anything else at millions of characters.
+    An entry is used only together with the very state it was encoded into.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._texts: OrderedDict[SessionKey, tuple[str, SessionState, int]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: SessionKey, state: SessionState) -> str | None:
+        with self._lock:
+            entry = self._texts.get(key)
+            if entry is None or entry[1] is not state:
+                return None
+            self._texts.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: SessionKey, text: str, state: SessionState) -> None:
+        size = sys.getsizeof(text)
+        with self._lock:
+            old = self._texts.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size > self.max_bytes:
+                return
+            self._texts[key] = (text, state, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, _, dropped) = self._texts.popitem(last=False)
+                self._bytes -= dropped
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"texts": len(self._texts), "bytes": self._bytes, "max_bytes": self.max_bytes}

@@ -210,3 +210,16 @@ def test_generated_agent_sessions_exact(
         routes.append(enc.route)
     assert routes[0] == "full" and "full" not in routes[1:]
     assert tok.explain()["first_window_acceptance"] >= 0.99
+
+
+def test_bad_append_after_good_calls_keeps_session_usable(
+    assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    tok, ref = SessionTokenizer.from_file(assets["qwen3"]), reference("qwen3")
+    text = "A stable transcript that keeps growing. " * 30
+    tok.encode(text, session="t/bad-tail")
+    with pytest.raises(InvalidTextError, match="character 1201"):
+        tok.encode(text + "x\ud800", session="t/bad-tail")
+    text += "and grows again"
+    enc = tok.encode(text, session="t/bad-tail")
+    assert enc.route == "append" and list(enc.ids) == _ids(ref, text)
