@@ -2,7 +2,7 @@
 
     python loadtest/bench_tokenize.py [--tokenizer qwen3] [--sizes 100000,1000000,4000000]
 
-For each transcript size a generated agent session (loadtest/agent_sessions.py) is fed call by
+For each transcript size a generated agent session (loadtest/agent_sessions/) is fed call by
 call to a SessionTokenizer until it reaches the size; then the next ``--calls`` calls are timed
 (diff + repair + id array, i.e. ``SessionTokenizer.encode``).  Two scenarios: plain appends, and
 Claude Code's per-call billing-line edit near the start of the transcript (plus Qwen's dropped

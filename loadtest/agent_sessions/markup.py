@@ -1,0 +1,123 @@
+"""Chat markups: the strings a chat template puts around turns, keyed like the tokenizers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Markup:
+    """The strings a chat template puts around turns.
+
+    ``start(role)`` opens a turn and ``end`` closes it (``end_for`` applies per-role
+    overrides, e.g. DeepSeek-V3 only closes assistant turns).  ``generation_prompt`` is the
+    assistant start a chat server appends at the end of each call's transcript.  The tool
+    fields describe how tool calls and tool results are rendered.
+    """
+
+    name: str
+    start_fmt: str
+    end: str
+    bos: str = ""
+    role_tags: tuple[tuple[str, str], ...] = ()
+    role_ends: tuple[tuple[str, str], ...] = ()
+    tool_role: str = "tool"
+    group_tool_results: bool = False
+    tool_results_open: str = ""
+    tool_results_close: str = ""
+    tool_result_open: str = ""
+    tool_result_close: str = ""
+    tool_result_sep: str = ""
+    tool_calls_open: str = ""
+    tool_call_fmt: str = "{json}"
+    tool_call_sep: str = "\n"
+    tool_calls_close: str = ""
+    content_tool_sep: str = "\n"
+    args_key: str = "arguments"
+    think_open: str = "<think>\n"
+    think_close: str = "\n</think>\n\n"
+
+    def start(self, role: str) -> str:
+        """Opening markup of a turn of ``role``."""
+        tag = role
+        for r, t in self.role_tags:
+            if r == role:
+                tag = t
+                break
+        return self.start_fmt.replace("{role}", tag)
+
+    def end_for(self, role: str) -> str:
+        """Closing markup of a turn of ``role`` (``end`` unless overridden)."""
+        for r, e in self.role_ends:
+            if r == role:
+                return e
+        return self.end
+
+    @property
+    def generation_prompt(self) -> str:
+        """The assistant start appended after the last turn of every call."""
+        return self.start("assistant")
+
+
+_CHATML = Markup(
+    name="qwen3",
+    start_fmt="<|im_start|>{role}\n",
+    end="<|im_end|>\n",
+    tool_role="user",
+    group_tool_results=True,
+    tool_result_open="<tool_response>\n",
+    tool_result_close="\n</tool_response>",
+    tool_result_sep="\n",
+    tool_call_fmt="<tool_call>\n{json}\n</tool_call>",
+)
+
+_LLAMA3 = Markup(
+    name="llama3",
+    start_fmt="<|start_header_id|>{role}<|end_header_id|>\n\n",
+    end="<|eot_id|>",
+    bos="<|begin_of_text|>",
+    tool_role="ipython",
+    args_key="parameters",
+)
+
+_DEEPSEEK_V3 = Markup(
+    name="deepseek_v3",
+    start_fmt="{role}",
+    end="<｜end▁of▁sentence｜>",
+    bos="<｜begin▁of▁sentence｜>",
+    role_tags=(
+        ("system", ""),
+        ("user", "<｜User｜>"),
+        ("assistant", "<｜Assistant｜>"),
+        ("tool", ""),
+    ),
+    role_ends=(("system", ""), ("user", ""), ("tool", "")),
+    group_tool_results=True,
+    tool_results_open="<｜tool▁outputs▁begin｜>",
+    tool_results_close="<｜tool▁outputs▁end｜>",
+    tool_result_open="<｜tool▁output▁begin｜>",
+    tool_result_close="<｜tool▁output▁end｜>",
+    tool_calls_open="<｜tool▁calls▁begin｜>",
+    tool_call_fmt="<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{args}\n```"
+    "<｜tool▁call▁end｜>",
+    tool_calls_close="<｜tool▁calls▁end｜>",
+)
+
+
+def _plain(name: str) -> Markup:
+    return Markup(
+        name=name,
+        start_fmt="### {role}:\n",
+        end="\n<|endoftext|>\n",
+        tool_call_fmt="<tool_call>\n{json}\n</tool_call>",
+    )
+
+
+MARKUPS: dict[str, Markup] = {
+    "qwen3": _CHATML,
+    "llama3": _LLAMA3,
+    "deepseek_v3": _DEEPSEEK_V3,
+    "gpt2": _plain("gpt2"),
+    "cl100k": _plain("cl100k"),
+    "o200k": _plain("o200k"),
+}

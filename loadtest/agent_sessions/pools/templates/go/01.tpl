@@ -1,0 +1,9 @@
+package «w1»
+
+import (
+    "context"
+    "encoding/json"
+    "fmt"
+    "time"
+)
+

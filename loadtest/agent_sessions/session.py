@@ -1,0 +1,187 @@
+"""Agent sessions: the full transcript of each model call, and a mixed corpus."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from random import Random
+from typing import Any
+
+from .content import Content
+from .markup import MARKUPS, Markup
+from .rendering import format_call, render_assistant, render_results, render_user
+
+
+def _billing(version: str, cch: str) -> str:
+    return f"x-anthropic-billing-header: cc_version={version}; cch={cch};\n"
+
+
+def _draw_append(r: Random, mean: float) -> float:
+    """Heavy-tailed append size: lognormal body plus ~2.5% of 7-21x spikes (mean ~= mean)."""
+    if r.random() < 0.025:
+        return mean * r.uniform(7.1, 21.4)
+    return r.lognormvariate(0.0, 1.0) * mean * 0.40
+
+
+def session_calls(
+    seed: int,
+    markup: Markup,
+    *,
+    target_chars: int,
+    append_chars: int = 1400,
+    billing_line: bool = False,
+    drop_thinking: bool = False,
+    max_calls: int | None = None,
+) -> Iterator[str]:
+    """Yield the full transcript text of each successive model call of one agent session.
+
+    Call k+1's text is call k's text minus the trailing generation prompt, plus the
+    assistant's answer and the next tool result(s) or user message, plus the generation
+    prompt -- except that with ``billing_line`` the ``cch`` value in the first system block
+    changes every call, and with ``drop_thinking`` the think blocks of assistant turns before
+    the latest user message are removed.  Stops after yielding the first call whose text has
+    at least ``target_chars`` characters, or after ``max_calls`` calls.
+    """
+    if target_chars < 1:
+        raise ValueError("target_chars must be >= 1")
+    if append_chars < 1:
+        raise ValueError("append_chars must be >= 1")
+    if max_calls is not None and max_calls < 1:
+        raise ValueError("max_calls must be >= 1")
+    return _session(
+        seed, markup, target_chars, append_chars, billing_line, drop_thinking, max_calls
+    )
+
+
+def _session(
+    seed: int,
+    m: Markup,
+    target_chars: int,
+    append_chars: int,
+    billing_line: bool,
+    drop_thinking: bool,
+    max_calls: int | None,
+) -> Iterator[str]:
+    _warm_allocator(4 * (target_chars + (1 << 18)))
+    r = Random(seed)
+    c = Content(r)
+    version = f"2.{r.randint(0, 1)}.{r.randint(10, 80)}.{c.hexs(3)}"
+    cch = c.hexs(5)
+    billing = _billing(version, cch) if billing_line else ""
+    head = m.bos + m.start("system")
+    # frozen: everything after the billing line that can no longer change (one cached str).
+    # live: recent parts; with drop_thinking, the assistant turns since the latest user
+    # message (whose think blocks a later user message will drop) live here.
+    frozen = c.system_prompt(m) + m.end_for("system")
+    live: list[str] = [
+        render_user(m, c.user_message(int(_draw_append(r, append_chars)), first=True))
+    ]
+    swaps: list[tuple[int, str]] = []  # (index in live, rendering without think)
+    gen = m.generation_prompt
+    loop_left = _loop_length(r)
+    calls = 0
+    appended = 0
+    while True:
+        text = "".join((head, billing, frozen, *live, gen))
+        calls += 1
+        yield text
+        if len(text) >= target_chars or (max_calls is not None and calls >= max_calls):
+            return
+        if billing_line:
+            new = c.hexs(5)
+            while new == cch:
+                new = c.hexs(5)
+            cch = new
+            billing = _billing(version, cch)
+        # Nudge the running mean towards append_chars (slowly, so the spread stays intact).
+        deficit = append_chars * (calls - 1) - appended
+        factor = min(2.0, max(0.5, 1.0 + deficit / (append_chars * 200.0)))
+        budget = int(_draw_append(r, append_chars) * factor)
+        if loop_left > 0:
+            loop_left -= 1
+            reasoning = c.reasoning(budget // 2) if drop_thinking else ""
+            prose = c.pre_tool_prose()
+            payload = max(0, budget - len(reasoning) - len(prose) - 150)
+            n = r.choices((1, 2, 3), weights=(85, 12, 3))[0]
+            call_list: list[tuple[str, dict[str, Any]]] = []
+            results: list[str] = []
+            for _ in range(n):
+                name, args, out = c.tool_call(payload // n)
+                call_list.append((name, args))
+                results.append(out)
+            with_t, without_t = render_assistant(m, reasoning, prose, call_list)
+            if reasoning:
+                swaps.append((len(live), without_t))
+            new_parts = [with_t, render_results(m, results)]
+        else:
+            answer = c.final_answer(budget // 3 + 40)
+            user = c.user_message(max(0, budget - len(answer)))
+            _, asst = render_assistant(m, "", answer, ())
+            for i, s in swaps:  # Qwen3: think blocks before the latest user message go
+                live[i] = s
+            swaps.clear()
+            new_parts = [asst, render_user(m, user)]
+            loop_left = _loop_length(r)
+        live.extend(new_parts)
+        appended += sum(map(len, new_parts))
+        if not swaps and len(live) >= 48:
+            frozen += "".join(live)
+            live.clear()
+
+
+def _warm_allocator(nbytes: int) -> None:
+    """Allocate and free one buffer as large as the biggest transcript we will yield.
+
+    The yielded strings grow monotonically (UCS-4 once an emoji appears: 4 bytes a char).
+    glibc serves each one with a fresh mmap, because every request is just above the
+    dynamic mmap threshold set by the previous free, so every call page-faults the whole
+    transcript in again (~5x slower than the copy itself).  Freeing one mmapped chunk of
+    the final size first raises that threshold (glibc caps it at 32 MiB), after which the
+    strings reuse heap memory.  Elsewhere this is just a short-lived allocation.
+    """
+    buf = bytearray(min(nbytes, 32 << 20))
+    del buf
+
+
+def _loop_length(r: Random) -> int:
+    """Tool calls between two user messages: often a few, sometimes long."""
+    return min(40, int(r.expovariate(1 / 5.0)))
+
+
+def corpus(seed: int, chars: int) -> str:
+    """One long mixed text of exactly ``chars`` characters from the session content pools."""
+    if chars <= 0:
+        return ""
+    r = Random(seed)
+    c = Content(r)
+    m = r.choice(list(MARKUPS.values()))
+    pieces: list[str] = [c.system_prompt(m)[: max(0, min(chars, r.randint(500, 6000)))]]
+    total = len(pieces[0])
+    while total < chars:
+        size = int(min(30_000.0, r.lognormvariate(6.5, 1.0)))
+        k = r.randrange(12)
+        if k == 0:
+            s = c.user_message(size)
+        elif k == 1:
+            s = c.final_answer(size)
+        elif k == 2:
+            s = c.reasoning(size)
+        elif k == 3:
+            s = c.web_page(size)
+        elif k == 4:
+            s = c.base64_blob(min(size, 3000))
+        elif k == 5:
+            s = c.traceback()
+        elif k == 6:
+            rel, lang = c.path()
+            s = c.read_output(rel, lang, size)
+        elif k == 7:
+            name, args, _ = c.tool_call(size)
+            s = format_call(m, name, args)
+        else:
+            s = c.bash(size)[2]
+        if r.random() < 0.05:
+            s = s.replace("\n", "\r\n")
+        sep = r.choice(("\n\n", "\n", "\n\n\n\n", " ", "\t"))
+        pieces.append(sep + s)
+        total += len(sep) + len(s)
+    return "".join(pieces)[:chars]
