@@ -1,10 +1,10 @@
 """Command line: ``toksplice assets | explain | encode``.
 
-    toksplice assets                                  fetch the test tokenizers into .assets/
-    toksplice explain --tokenizer PATH                family, proven cut rules, or why none
-    toksplice encode --tokenizer PATH FILE [FILE...]  encode files as successive calls of one
-                                                      session; prints route, ids, time, and
-                                                      checks each against the reference
+toksplice assets                                  fetch the test tokenizers into .assets/
+toksplice explain --tokenizer PATH                family, proven cut rules, or why none
+toksplice encode --tokenizer PATH FILE [FILE...]  encode files as successive calls of one
+                                                  session; prints route, ids, time, and
+                                                  checks each against the reference
 """
 
 from __future__ import annotations
