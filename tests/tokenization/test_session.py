@@ -223,3 +223,14 @@ def test_bad_append_after_good_calls_keeps_session_usable(
     text += "and grows again"
     enc = tok.encode(text, session="t/bad-tail")
     assert enc.route == "append" and list(enc.ids) == _ids(ref, text)
+
+
+def test_forget_makes_the_next_call_encode_in_full(
+    session_tokenizers: dict[str, SessionTokenizer],
+) -> None:
+    tok = session_tokenizers["gpt2"]
+    text = "Remember this transcript for a while, please. " * 10
+    tok.encode(text, session="t/forget")
+    assert tok.encode(text + "More.", session="t/forget").route == "append"
+    tok.forget("t/forget")
+    assert tok.encode(text + "More. Again.", session="t/forget").route == "full"
