@@ -110,14 +110,17 @@ class SessionTokenizer:
         scope = _tenant_of(session, tenant)
         key: SessionKey | None = (scope, "s:" + session) if session is not None else None
         base = self.store.get(key) if key is not None else None
+        base_key = key if base is not None else None
         data = self._appended_bytes(key, text, base)
-        base_key = key if data is not None else None
+        # A proven append shares all of the stored text; otherwise the diff measures it.
+        prefix = None if data is None or base is None else len(base.text)
         if data is None:
             data = _utf8(text)
-            base_key, base = self._base(key, scope, data)
+            if base is None:
+                base_key, base = self._by_content(scope, data)
         if len(data) > _MAX_TEXT_BYTES:
             raise InvalidTextError("text is larger than 2 GiB")
-        core, route, plan, reason = self._core(text, data, base)
+        core, route, plan, reason = self._core(text, data, base, prefix)
         if key is None:
             # A keyless call supersedes the content entry it grew from.
             is_content = base_key is not None and base_key[1].startswith("c:")
@@ -169,27 +172,23 @@ class SessionTokenizer:
         except UnicodeEncodeError:
             return _utf8(text)  # raises, naming the offending position in the whole text
 
-    def _base(
-        self, key: SessionKey | None, scope: str, data: bytes
-    ) -> tuple[SessionKey | None, SessionState | None]:
-        if key is not None:
-            state = self.store.get(key)
-            if state is not None:
-                return key, state
+    def _by_content(self, scope: str, data: bytes) -> tuple[SessionKey | None, SessionState | None]:
         found = self.store.find_by_content(scope, data)
         return (None, None) if found is None else found
 
     def _core(
-        self, text: str, data: bytes, base: SessionState | None
+        self, text: str, data: bytes, base: SessionState | None, prefix: int | None
     ) -> tuple[SessionState, str, Plan | None, str | None]:
-        """(state for ``data``, route, repair plan, fallback reason)."""
+        """(state for ``data``, route, repair plan, fallback reason); ``prefix`` is the common
+        prefix of base and data when already known."""
         if base is None:
             return self._full(text, data), "full", None, "no stored transcript"
         if self._repairer is None:
             return self._full(text, data), "full", None, "unproven family"
         if base.text == data:
             return base, "hit", None, None
-        prefix = common_prefix(base.text, data)
+        if prefix is None:
+            prefix = common_prefix(base.text, data)
         plan = self._repairer.plan(base, data, prefix)
         if not plan.reused_runs:
             return self._full(text, data), "full", plan, "no stable cut in window"
