@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,6 +22,13 @@ from app.tokenization.boundaries import CutRules
 from app.tokenization.diff import Run, align
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.store import SessionState
+
+
+class Cut(NamedTuple):
+    """A stable cut: its byte offset and how many stored tokens end at or before it."""
+
+    offset: int
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +98,7 @@ class Repairer:
             span = self._reusable(old, new, run, plan.stats)
             if span is None:
                 continue
-            a, b = span
-            first, last = _tokens_before(old.ends, a), _tokens_before(old.ends, b)
+            (a, first), (b, last) = span
             shift = run.new_start - run.old_start
             if a + shift > cursor:
                 plan.parts.append(Fresh(cursor, a + shift))
@@ -119,7 +126,7 @@ class Repairer:
 
     def _reusable(
         self, old: SessionState, new: bytes, run: Run, stats: SearchStats
-    ) -> tuple[int, int] | None:
+    ) -> tuple[Cut, Cut] | None:
         """Old-text cuts (a, b) inside ``run`` that are stable in both texts, if found."""
         region = (run.old_start, run.old_end)
         # Where the run starts (ends) both texts, nothing beyond it can disagree.
@@ -127,14 +134,14 @@ class Repairer:
             run.old_start == 0 and run.new_start == 0,
             run.old_end == len(old.text) and run.new_end == len(new),
         )
-        a = 0 if open_ends[0] else self._search(old, region, open_ends, True, stats)
+        a = Cut(0, 0) if open_ends[0] else self._search(old, region, open_ends, True, stats)
         if a is None:
             return None
         if open_ends[1]:
-            b: int | None = len(old.text)
+            b: Cut | None = Cut(len(old.text), len(old.ids))
         else:
-            b = self._search(old, (max(a, region[0]), region[1]), open_ends, False, stats)
-        if b is None or b <= a:
+            b = self._search(old, (max(a.offset, region[0]), region[1]), open_ends, False, stats)
+        if b is None or b.offset <= a.offset:
             return None
         return a, b
 
@@ -145,7 +152,7 @@ class Repairer:
         open_ends: tuple[bool, bool],
         ascending: bool,
         stats: SearchStats,
-    ) -> int | None:
+    ) -> Cut | None:
         """The stable cut nearest the changed side of ``region``, in a window that widens."""
         stats.searches += 1
         width = self.window
@@ -168,16 +175,12 @@ class Repairer:
         return None
 
     @staticmethod
-    def _first_valid(old: SessionState, cuts: Iterable[int], stats: SearchStats) -> int | None:
+    def _first_valid(old: SessionState, cuts: Iterable[int], stats: SearchStats) -> Cut | None:
+        """The first cut at which a stored token ends exactly, with its token count."""
         for c in cuts:
-            k = _tokens_before(old.ends, c)
+            # An int32 needle: a Python int would make numpy cast the whole array (O(n)).
+            k = int(np.searchsorted(old.ends, np.int32(c), side="right"))
             if k and old.ends[k - 1] == c:
-                return int(c)
+                return Cut(c, k)
             stats.rejected += 1
         return None
-
-
-def _tokens_before(ends: OffsetArray, cut: int) -> int:
-    """How many tokens end at or before byte ``cut``."""
-    # An int32 needle: a Python int would make numpy cast the whole array first (O(n)).
-    return int(np.searchsorted(ends, np.int32(cut), side="right"))
