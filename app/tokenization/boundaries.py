@@ -45,16 +45,16 @@ _NEWLINE_ASCII = rb"(?<=\n)(?=[!-~])"
 _NEWLINE_ASCII_NO_SLASH = rb"(?<=\n)(?=[!-.0-~])"
 _NEWLINE_AFTER_PRINTABLE = rb"(?<=[!-~]\n)(?=[!-~])"
 
+_NEWLINE_SPLIT = {"alnum|space": _ALNUM_SPACE, "newline|ascii": _NEWLINE_ASCII}
+_GPT2 = {"alnum|space": _ALNUM_SPACE, "printable,newline|ascii": _NEWLINE_AFTER_PRINTABLE}
+
 RULES: dict[str, dict[str, bytes]] = {
-    "cl100k": {"alnum|space": _ALNUM_SPACE, "newline|ascii": _NEWLINE_ASCII},
-    "qwen2": {"alnum|space": _ALNUM_SPACE, "newline|ascii": _NEWLINE_ASCII},
-    "deepseek_v3": {"alnum|space": _ALNUM_SPACE, "newline|ascii": _NEWLINE_ASCII},
+    "cl100k": _NEWLINE_SPLIT,
+    "qwen2": _NEWLINE_SPLIT,
+    "deepseek_v3": _NEWLINE_SPLIT,
     "o200k": {"alnum|space": _ALNUM_SPACE, "newline|ascii-but-slash": _NEWLINE_ASCII_NO_SLASH},
-    "gpt2": {"alnum|space": _ALNUM_SPACE, "printable,newline|ascii": _NEWLINE_AFTER_PRINTABLE},
-    "gpt2_digits": {
-        "alnum|space": _ALNUM_SPACE,
-        "printable,newline|ascii": _NEWLINE_AFTER_PRINTABLE,
-    },
+    "gpt2": _GPT2,
+    "gpt2_digits": _GPT2,
 }
 
 # How far whitespace next to a cut may reach before stripping tokens make us refuse the cut.
