@@ -2,9 +2,20 @@
 
     TokspliceError
     ├── InvalidTextError        text that no tokenizer can take (not a str, lone surrogates)
-    └── TokenizerSpecError      a tokenizer.json that cannot be loaded or is not supported at all
+    ├── TokenizerSpecError      a tokenizer.json that cannot be loaded or is not supported at all
+    ├── TemplateError           a chat template that cannot be loaded, or raised while rendering
+    ├── RequestError            the client's request is wrong (HTTP 4xx; ``status`` says which)
+    │   ├── BadRequestError         400: malformed JSON, invalid fields, content the model can't take
+    │   ├── AuthenticationError     401
+    │   ├── NotFoundError           404: unknown model or route
+    │   └── PayloadTooLargeError    413: body over the configured limit
+    └── UpstreamError           the upstream server failed us (HTTP 5xx)
+        ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
+        ├── UpstreamTimeoutError      504: no answer in time
+        └── UpstreamStatusError       the upstream answered with an error status (kept as is)
 
-Services raise these; each client API maps them to its own error JSON at one boundary.
+Services raise these; each client API maps them to its own error JSON at one boundary
+(``app.api.errors``).
 """
 
 from __future__ import annotations
@@ -13,10 +24,78 @@ from __future__ import annotations
 class TokspliceError(Exception):
     """Base class of every error toksplice raises on purpose."""
 
+    status: int = 500
+    kind: str = "server_error"
+
 
 class InvalidTextError(TokspliceError, ValueError):
     """The input is not text the reference tokenizer accepts (non-str, lone surrogates)."""
 
+    status = 400
+    kind = "invalid_request_error"
+
 
 class TokenizerSpecError(TokspliceError, ValueError):
     """The tokenizer file cannot be read or describes a model toksplice cannot run."""
+
+
+class TemplateError(TokspliceError, ValueError):
+    """A chat template failed: it could not be loaded, or it raised on these messages
+    (``raise_exception`` in the template, an undefined name, a type error)."""
+
+    status = 400
+    kind = "invalid_request_error"
+
+
+class RequestError(TokspliceError):
+    """The client's request cannot be served as sent."""
+
+    status = 400
+    kind = "invalid_request_error"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class BadRequestError(RequestError):
+    status = 400
+
+
+class AuthenticationError(RequestError):
+    status = 401
+    kind = "authentication_error"
+
+
+class NotFoundError(RequestError):
+    status = 404
+    kind = "not_found_error"
+
+
+class PayloadTooLargeError(RequestError):
+    status = 413
+    kind = "request_too_large"
+
+
+class UpstreamError(TokspliceError):
+    """The upstream model server did not give a usable answer."""
+
+    status = 502
+    kind = "upstream_error"
+
+
+class UpstreamUnavailableError(UpstreamError):
+    status = 502
+
+
+class UpstreamTimeoutError(UpstreamError):
+    status = 504
+    kind = "upstream_timeout"
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status; ``status`` is that status."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
