@@ -47,7 +47,17 @@ modules it builds on (``atoms``, ``source_files``, ``git_outputs``, ``build_logs
 
 from __future__ import annotations
 
+from .chat import chat_requests, content_chars, session_id, tool_definitions
 from .markup import MARKUPS, Markup
 from .session import corpus, session_calls
 
-__all__ = ["MARKUPS", "Markup", "corpus", "session_calls"]
+__all__ = [
+    "MARKUPS",
+    "Markup",
+    "chat_requests",
+    "content_chars",
+    "corpus",
+    "session_calls",
+    "session_id",
+    "tool_definitions",
+]

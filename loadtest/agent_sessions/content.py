@@ -316,9 +316,22 @@ class Content(ShellOutputs):
     # ---- system prompt -----------------------------------------------------------------
 
     def system_prompt(self, m: Markup) -> str:
+        """The agent's instructions followed by its tool schemas, listed as text."""
         r = self.r
         keep = [s for s in TOOL_SCHEMAS if r.random() < 0.9 or '"Bash"' in s[:60]]
         example = format_call(m, "example_function", {"param": "value"})
+        return (
+            self.agent_instructions()
+            + "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n"
+            "<tools>\n" + "\n".join(keep) + "\n</tools>\n\n"
+            "For each function call, return a json object with function name and arguments "
+            f"in this format:\n{example}"
+        )
+
+    def agent_instructions(self) -> str:
+        """The system prompt without tools: role, rules, environment and git state."""
+        r = self.r
         date = datetime.fromtimestamp(self.clock, UTC).strftime("%Y-%m-%d")
         model = r.choice(("Qwen3-32B", "Llama-3.3-70B", "DeepSeek-V3", "gpt-oss-120b"))
         return (
@@ -354,9 +367,4 @@ class Content(ShellOutputs):
             f"Current branch: {self.branch}\n\nMain branch (you will usually use this for PRs):"
             f" main\n\nStatus:\n{self.git_status()}\n\nRecent commits:\n"
             f"{self.git_log(400)}\n\n"
-            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n"
-            "<tools>\n" + "\n".join(keep) + "\n</tools>\n\n"
-            "For each function call, return a json object with function name and arguments "
-            f"in this format:\n{example}"
         )

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from random import Random
-from typing import Any
 
 from .content import Content
 from .markup import MARKUPS, Markup
 from .rendering import format_call, render_assistant, render_results, render_user
-
-
-def _billing(version: str, cch: str) -> str:
-    return f"x-anthropic-billing-header: cc_version={version}; cch={cch};\n"
-
-
-def _draw_append(r: Random, mean: float) -> float:
-    """Heavy-tailed append size: lognormal body plus ~2.5% of 7-21x spikes (mean ~= mean)."""
-    if r.random() < 0.025:
-        return mean * r.uniform(7.1, 21.4)
-    return r.lognormvariate(0.0, 1.0) * mean * 0.40
+from .turns import SessionPlan, ToolTurn, check_args
 
 
 def session_calls(
@@ -41,12 +30,7 @@ def session_calls(
     the latest user message are removed.  Stops after yielding the first call whose text has
     at least ``target_chars`` characters, or after ``max_calls`` calls.
     """
-    if target_chars < 1:
-        raise ValueError("target_chars must be >= 1")
-    if append_chars < 1:
-        raise ValueError("append_chars must be >= 1")
-    if max_calls is not None and max_calls < 1:
-        raise ValueError("max_calls must be >= 1")
+    check_args(target_chars, append_chars, max_calls)
     return _session(
         seed, markup, target_chars, append_chars, billing_line, drop_thinking, max_calls
     )
@@ -62,65 +46,38 @@ def _session(
     max_calls: int | None,
 ) -> Iterator[str]:
     _warm_allocator(4 * (target_chars + (1 << 18)))
-    r = Random(seed)
-    c = Content(r)
-    version = f"2.{r.randint(0, 1)}.{r.randint(10, 80)}.{c.hexs(3)}"
-    cch = c.hexs(5)
-    billing = _billing(version, cch) if billing_line else ""
+    plan = SessionPlan(seed, append_chars, tool_reasoning=drop_thinking)
     head = m.bos + m.start("system")
     # frozen: everything after the billing line that can no longer change (one cached str).
     # live: recent parts; with drop_thinking, the assistant turns since the latest user
     # message (whose think blocks a later user message will drop) live here.
-    frozen = c.system_prompt(m) + m.end_for("system")
-    live: list[str] = [
-        render_user(m, c.user_message(int(_draw_append(r, append_chars)), first=True))
-    ]
+    frozen = plan.content.system_prompt(m) + m.end_for("system")
+    live: list[str] = [render_user(m, plan.first_user())]
     swaps: list[tuple[int, str]] = []  # (index in live, rendering without think)
     gen = m.generation_prompt
-    loop_left = _loop_length(r)
     calls = 0
     appended = 0
     while True:
+        billing = plan.billing() if billing_line else ""
         text = "".join((head, billing, frozen, *live, gen))
         calls += 1
         yield text
         if len(text) >= target_chars or (max_calls is not None and calls >= max_calls):
             return
         if billing_line:
-            new = c.hexs(5)
-            while new == cch:
-                new = c.hexs(5)
-            cch = new
-            billing = _billing(version, cch)
-        # Nudge the running mean towards append_chars (slowly, so the spread stays intact).
-        deficit = append_chars * (calls - 1) - appended
-        factor = min(2.0, max(0.5, 1.0 + deficit / (append_chars * 200.0)))
-        budget = int(_draw_append(r, append_chars) * factor)
-        if loop_left > 0:
-            loop_left -= 1
-            reasoning = c.reasoning(budget // 2) if drop_thinking else ""
-            prose = c.pre_tool_prose()
-            payload = max(0, budget - len(reasoning) - len(prose) - 150)
-            n = r.choices((1, 2, 3), weights=(85, 12, 3))[0]
-            call_list: list[tuple[str, dict[str, Any]]] = []
-            results: list[str] = []
-            for _ in range(n):
-                name, args, out = c.tool_call(payload // n)
-                call_list.append((name, args))
-                results.append(out)
-            with_t, without_t = render_assistant(m, reasoning, prose, call_list)
-            if reasoning:
+            plan.next_billing()
+        turn = plan.next_turn(appended)
+        if isinstance(turn, ToolTurn):
+            with_t, without_t = render_assistant(m, turn.reasoning, turn.prose, turn.calls)
+            if turn.reasoning:
                 swaps.append((len(live), without_t))
-            new_parts = [with_t, render_results(m, results)]
+            new_parts = [with_t, render_results(m, turn.results)]
         else:
-            answer = c.final_answer(budget // 3 + 40)
-            user = c.user_message(max(0, budget - len(answer)))
-            _, asst = render_assistant(m, "", answer, ())
+            _, asst = render_assistant(m, "", turn.answer, ())
             for i, s in swaps:  # Qwen3: think blocks before the latest user message go
                 live[i] = s
             swaps.clear()
-            new_parts = [asst, render_user(m, user)]
-            loop_left = _loop_length(r)
+            new_parts = [asst, render_user(m, turn.user)]
         live.extend(new_parts)
         appended += sum(map(len, new_parts))
         if not swaps and len(live) >= 48:
@@ -140,11 +97,6 @@ def _warm_allocator(nbytes: int) -> None:
     """
     buf = bytearray(min(nbytes, 32 << 20))
     del buf
-
-
-def _loop_length(r: Random) -> int:
-    """Tool calls between two user messages: often a few, sometimes long."""
-    return min(40, int(r.expovariate(1 / 5.0)))
 
 
 def corpus(seed: int, chars: int) -> str:
