@@ -30,6 +30,14 @@ really send, so this package generates them:
   U+0301 etc.), emoji ZWJ sequences with skin tones and flags, NBSP/ZWSP/BOM, and text that
   looks like special tokens (``"<|im_end|>"`` inside a code string, ``<｜end▁of▁sentence｜>``).
 
+``chat_requests(seed, target_chars=...)`` yields the same kind of session as OpenAI
+``/v1/chat/completions`` request bodies, for servers that render the chat template
+themselves: ``messages`` (system, user, assistant turns with ``reasoning_content`` and
+``tool_calls``, ``tool`` results), ``tools`` (``tool_definitions()``), ``model``, ``stream``,
+``max_tokens`` and ``user=session_id(seed)``.  Sizes are ``content_chars(messages)``.  Each
+body's list is new but its message dicts are shared with the session's other bodies: do not
+mutate them.  A 1M-character session takes ~0.1 s.
+
 ``corpus(seed, chars)`` returns one long mixed text from the same pools (cold-start tests).
 ``MARKUPS`` holds the chat markups keyed like the tokenizers under test.
 
@@ -39,7 +47,8 @@ few KB of Python-level work) and each call's text is a single ``str.join`` over 
 prefix and a short list of recent parts, so a 4M-character session of ~3000 calls takes a
 few seconds, dominated by copying the yielded strings.
 
-Layout: ``markup`` (chat markups), ``session`` (the public generators), ``content`` and the
+Layout: ``markup`` (chat markups), ``session`` (the text generators), ``chat`` (request
+bodies), ``turns`` (the turn plan both share: sizes, tool loops, billing line), ``content`` and the
 modules it builds on (``atoms``, ``source_files``, ``git_outputs``, ``build_logs``,
 ``shell_outputs``) for the text itself, ``rendering`` (turns in a markup), and
 ``vocabulary``/``templates`` over the literal pools in ``pools/`` (read by ``pool_files``).
