@@ -1,0 +1,71 @@
+"""Hermes-style tool calls (Hermes 2 Pro, Qwen2.5, Qwen3): a JSON object between tags.
+
+    <tool_call>
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    </tool_call>
+
+A ``</tool_call>`` inside a JSON string value (code that mentions the tag) does not close the
+block: the end scanner tracks JSON string state, so such calls still parse.
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.upstream.output.schema import encode_call, loads_strict
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+
+_OUTSIDE_STRING = re.compile(r'["<]')
+_INSIDE_STRING = re.compile(r'["\\]')
+
+
+class HermesBlockEnd:
+    """Finds the ``</tool_call>`` that closes a block, scanning only text not seen before."""
+
+    def __init__(self) -> None:
+        self._pos = 0
+        self._in_string = False
+
+    def find(self, body: str) -> int | None:
+        """Where the closing tag starts in ``body`` (the text after ``<tool_call>``), if yet."""
+        while True:
+            pattern = _INSIDE_STRING if self._in_string else _OUTSIDE_STRING
+            match = pattern.search(body, self._pos)
+            if match is None:
+                self._pos = len(body)
+                return None
+            at = match.start()
+            char = body[at]
+            if char == "\\":
+                if at + 1 >= len(body):  # the escaped character has not arrived yet
+                    self._pos = at
+                    return None
+                self._pos = at + 2
+            elif char == '"':
+                self._in_string = not self._in_string
+                self._pos = at + 1
+            elif body.startswith(TOOL_CALL_CLOSE, at):
+                return at
+            elif TOOL_CALL_CLOSE.startswith(body[at:]):  # a tag still arriving
+                self._pos = at
+                return None
+            else:
+                self._pos = at + 1
+
+
+def decode_hermes(block: str) -> tuple[str, str] | None:
+    """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call.
+    """
+    try:
+        value = loads_strict(block)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    name = value.get("name")
+    arguments = value.get("arguments", {})
+    if not isinstance(name, str) or not name or not isinstance(arguments, dict):
+        return None
+    return encode_call(name, arguments)

@@ -1,0 +1,243 @@
+"""The incremental parser: one generated choice's text in, OpenAI chat deltas out.
+
+States, in the order output can walk them::
+
+    START ──<think>──▶ REASONING ──</think>──▶ CONTENT ◀──</tool_call>── TOOL
+      └───── anything else ─────────────────────▶ CONTENT ──<tool_call>──▶ TOOL
+
+Text is emitted as soon as it cannot be part of a tag; a tail that could still grow into one
+is held until the next piece (or ``finish``) decides. A tool-call block is held whole and
+emitted at its closing tag, as one delta with id, name and complete arguments: only then is
+it known to be a tool call at all, and a delta once sent cannot be taken back.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from enum import Enum, auto
+from functools import partial
+from typing import Any, Literal, Protocol
+
+from app.upstream.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
+from app.upstream.output.hermes import (
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    HermesBlockEnd,
+    decode_hermes,
+)
+from app.upstream.output.qwen3_coder import CoderBlockEnd, decode_qwen3_coder
+from app.upstream.output.scanning import partial_tag_start
+from app.upstream.output.schema import parameter_schemas
+
+ToolFormat = Literal["hermes", "qwen3_coder"]
+"""``hermes``: JSON in ``<tool_call>`` (Hermes, Qwen2.5, Qwen3); ``qwen3_coder``: XML-like."""
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+
+def new_tool_call_id() -> str:
+    """``call_`` and 24 random hex digits."""
+    return "call_" + secrets.token_hex(12)
+
+
+class _BlockEnd(Protocol):
+    def find(self, body: str) -> int | None: ...
+
+
+class _State(Enum):
+    START = auto()
+    REASONING = auto()
+    CONTENT = auto()
+    TOOL = auto()
+
+
+class OutputParser:
+    """Splits one choice's generated text into reasoning, content and tool calls.
+
+    ``feed`` each decoded text piece as it arrives, then ``finish`` once; or ``parse`` a whole
+    text on a fresh parser. Every split of the same text yields the same fields.
+
+    Whitespace-only text between markup blocks that touches a tool call (``</think>\\n\\n``
+    before one, the ``\\n`` between two, the tail after the last) is layout and dropped; all
+    other text outside tags is kept verbatim, and a block that is not a well-formed tool call
+    (bad JSON, unclosed at the end of output) becomes content, tags included.
+    """
+
+    def __init__(
+        self,
+        *,
+        reasoning: bool,
+        tool_format: ToolFormat | None,
+        tools: list[dict[str, Any]] | None = None,
+        starts_in_reasoning: bool = False,
+        id_factory: Callable[[], str] = new_tool_call_id,
+    ) -> None:
+        if starts_in_reasoning and not reasoning:
+            raise ValueError("starts_in_reasoning needs reasoning=True")
+        self._state = _State.CONTENT
+        if reasoning:
+            self._state = _State.REASONING if starts_in_reasoning else _State.START
+        self._tool_format = tool_format
+        self._decode: Callable[[str], tuple[str, str] | None] = (
+            partial(decode_qwen3_coder, schemas=parameter_schemas(tools))
+            if tool_format == "qwen3_coder"
+            else decode_hermes
+        )
+        self._id_factory = id_factory
+        self._buffer = ""  # text not yet resolved; in TOOL, the block after <tool_call>
+        self._block_end: _BlockEnd = HermesBlockEnd()
+        self._held_space = ""  # whitespace opening a content segment, dropped if layout
+        self._segment_has_text = tool_format is None
+        self._after_tool_call = False
+        self._tool_calls = 0
+        self._finished = False
+
+    def finish_reason(self, upstream_reason: str) -> str:
+        """``"tool_calls"`` once a tool call was emitted, else the upstream's own reason."""
+        return "tool_calls" if self._tool_calls else upstream_reason
+
+    def feed(self, text: str) -> list[ChatDelta]:
+        """Deltas for one more piece of generated text (possibly none while a tag is open)."""
+        if self._finished:
+            raise RuntimeError("feed() after finish()")
+        out: list[ChatDelta] = []
+        self._buffer += text
+        self._advance(out, final=False)
+        return out
+
+    def finish(self) -> list[ChatDelta]:
+        """Deltas for everything still held, resolving open tags as text."""
+        if self._finished:
+            raise RuntimeError("finish() called twice")
+        out: list[ChatDelta] = []
+        self._advance(out, final=True)
+        if self._held_space and not self._after_tool_call:
+            self._emit(out, content=self._held_space)
+        self._held_space = ""
+        self._finished = True
+        return out
+
+    def parse(self, text: str) -> ParsedOutput:
+        """The whole generation at once (this parser must be fresh)."""
+        return ParsedOutput.from_deltas([*self.feed(text), *self.finish()])
+
+    # --- the state machine -------------------------------------------------------------
+
+    def _advance(self, out: list[ChatDelta], *, final: bool) -> None:
+        step = {
+            _State.START: self._start,
+            _State.REASONING: self._reasoning,
+            _State.CONTENT: self._content,
+            _State.TOOL: self._tool,
+        }
+        while step[self._state](out, final):
+            pass
+
+    def _start(self, out: list[ChatDelta], final: bool) -> bool:
+        """Output opens with ``<think>`` (after optional whitespace) or is content."""
+        rest = self._buffer.lstrip()
+        if rest.startswith(THINK_OPEN):
+            self._buffer = rest[len(THINK_OPEN) :]
+            self._state = _State.REASONING
+            return True
+        if not final and THINK_OPEN.startswith(rest):
+            return False
+        self._state = _State.CONTENT
+        return True
+
+    def _reasoning(self, out: list[ChatDelta], final: bool) -> bool:
+        end = self._buffer.find(THINK_CLOSE)
+        if end >= 0:
+            self._emit(out, reasoning=self._buffer[:end])
+            self._buffer = self._buffer[end + len(THINK_CLOSE) :]
+            self._state = _State.CONTENT
+            self._begin_segment(after_tool_call=False)
+            return True
+        cut = len(self._buffer) if final else partial_tag_start(self._buffer, (THINK_CLOSE,))
+        self._emit(out, reasoning=self._buffer[:cut])
+        self._buffer = self._buffer[cut:]
+        return False
+
+    def _content(self, out: list[ChatDelta], final: bool) -> bool:
+        if self._tool_format is None:
+            self._emit_content(out, self._buffer)
+            self._buffer = ""
+            return False
+        start = self._buffer.find(TOOL_CALL_OPEN)
+        if start >= 0:
+            self._emit_content(out, self._buffer[:start])
+            self._buffer = self._buffer[start + len(TOOL_CALL_OPEN) :]
+            self._block_end = HermesBlockEnd() if self._tool_format == "hermes" else CoderBlockEnd()
+            self._state = _State.TOOL
+            return True
+        cut = len(self._buffer) if final else partial_tag_start(self._buffer, (TOOL_CALL_OPEN,))
+        self._emit_content(out, self._buffer[:cut])
+        self._buffer = self._buffer[cut:]
+        return False
+
+    def _tool(self, out: list[ChatDelta], final: bool) -> bool:
+        end = self._block_end.find(self._buffer)
+        if end is None and final:
+            # Unclosed by the scanner's reading (say, an unbalanced quote): fall back to the
+            # first literal closing tag, so later blocks still parse; else it is all text.
+            literal = self._buffer.find(TOOL_CALL_CLOSE)
+            if literal < 0:
+                self._emit_content(out, TOOL_CALL_OPEN + self._buffer)
+                self._buffer = ""
+                self._state = _State.CONTENT
+                return True
+            end = literal
+        if end is None:
+            return False
+        block = self._buffer[:end]
+        self._buffer = self._buffer[end + len(TOOL_CALL_CLOSE) :]
+        self._state = _State.CONTENT
+        decoded = self._decode(block)
+        if decoded is None:
+            self._emit_content(out, TOOL_CALL_OPEN + block + TOOL_CALL_CLOSE)
+            return True
+        name, arguments = decoded
+        self._held_space = ""
+        piece = ToolCallDelta(
+            index=self._tool_calls, id=self._id_factory(), name=name, arguments=arguments
+        )
+        out.append(ChatDelta(tool_call=piece))
+        self._tool_calls += 1
+        self._begin_segment(after_tool_call=True)
+        return True
+
+    # --- emission ----------------------------------------------------------------------
+
+    def _begin_segment(self, *, after_tool_call: bool) -> None:
+        self._segment_has_text = self._tool_format is None
+        self._after_tool_call = after_tool_call
+
+    def _emit_content(self, out: list[ChatDelta], text: str) -> None:
+        """Content text, except whitespace opening a segment: held until text follows."""
+        if self._segment_has_text:
+            self._emit(out, content=text)
+            return
+        text = self._held_space + text
+        if text.isspace() or not text:
+            self._held_space = text
+            return
+        self._held_space = ""
+        self._segment_has_text = True
+        self._emit(out, content=text)
+
+    @staticmethod
+    def _emit(out: list[ChatDelta], *, content: str = "", reasoning: str = "") -> None:
+        """Append text, merged into the previous delta when that is of the same kind."""
+        last = out[-1] if out else None
+        if content:
+            if last is not None and last.content is not None:
+                out[-1] = ChatDelta(content=last.content + content)
+            else:
+                out.append(ChatDelta(content=content))
+        elif reasoning:
+            if last is not None and last.reasoning_content is not None:
+                out[-1] = ChatDelta(reasoning_content=last.reasoning_content + reasoning)
+            else:
+                out.append(ChatDelta(reasoning_content=reasoning))

@@ -1,0 +1,101 @@
+"""Qwen3-Coder tool calls: XML-like function and parameter tags around bare-text values.
+
+    <tool_call>
+    <function=run_tests>
+    <parameter=path>
+    tests/unit
+    </parameter>
+    <parameter=verbose>
+    true
+    </parameter>
+    </function>
+    </tool_call>
+
+Each value loses the one newline the template puts on either side of it, then is typed by the
+tool's JSON schema (``schema.convert_value``). Inside a parameter value, ``</tool_call>`` is
+text: a value ends at ``</parameter>`` (or, leniently, at the next ``<parameter=`` or at
+``</function>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.upstream.output.hermes import TOOL_CALL_CLOSE
+from app.upstream.output.scanning import find_tag, partial_tag_start
+from app.upstream.output.schema import convert_value, encode_call
+
+FUNCTION_OPEN = "<function="
+FUNCTION_CLOSE = "</function>"
+PARAMETER_OPEN = "<parameter="
+PARAMETER_CLOSE = "</parameter>"
+
+_OUTSIDE_VALUE = (PARAMETER_OPEN, TOOL_CALL_CLOSE)
+_VALUE_ENDS = (PARAMETER_CLOSE, PARAMETER_OPEN, FUNCTION_CLOSE)
+
+
+class CoderBlockEnd:
+    """Finds the ``</tool_call>`` that closes a block, scanning only text not seen before."""
+
+    def __init__(self) -> None:
+        self._pos = 0
+        self._in_value = False
+
+    def find(self, body: str) -> int | None:
+        """Where the closing tag starts in ``body`` (the text after ``<tool_call>``), if yet."""
+        while True:
+            tags = _VALUE_ENDS if self._in_value else _OUTSIDE_VALUE
+            hit = find_tag(body, tags, self._pos)
+            if hit is None:
+                self._pos = partial_tag_start(body, tags, self._pos)
+                return None
+            at, tag = hit
+            if tag == TOOL_CALL_CLOSE:
+                return at
+            self._in_value = tag == PARAMETER_OPEN
+            self._pos = at + len(tag)
+
+
+def _strip_template_newlines(value: str) -> str:
+    value = value.removeprefix("\n")
+    return value.removesuffix("\n")
+
+
+def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
+    """The typed parameters written in ``inner``, or ``None`` if anything else is there."""
+    parameters: dict[str, Any] = {}
+    pos = 0
+    while (start := inner.find(PARAMETER_OPEN, pos)) >= 0:
+        name_end = inner.find(">", start)
+        if inner[pos:start].strip() or name_end < 0:
+            return None
+        name = inner[start + len(PARAMETER_OPEN) : name_end].strip()
+        if not name or "\n" in name:
+            return None
+        end = find_tag(inner, (PARAMETER_CLOSE, PARAMETER_OPEN), name_end + 1)
+        value_end = end[0] if end is not None else len(inner)
+        raw = _strip_template_newlines(inner[name_end + 1 : value_end])
+        parameters[name] = convert_value(raw, schemas.get(name))
+        pos = value_end + len(PARAMETER_CLOSE) if end and end[1] == PARAMETER_CLOSE else value_end
+    return None if inner[pos:].strip() else parameters
+
+
+def decode_qwen3_coder(
+    block: str, schemas: dict[str, dict[str, Any]]
+) -> tuple[str, str] | None:
+    """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call.
+
+    ``schemas`` is ``schema.parameter_schemas(tools)``; unknown tools get string values.
+    """
+    text = block.strip()
+    name_end = text.find(">")
+    if not text.startswith(FUNCTION_OPEN) or name_end < 0 or not text.endswith(FUNCTION_CLOSE):
+        return None
+    name = text[len(FUNCTION_OPEN) : name_end].strip()
+    if not name or "\n" in name:
+        return None
+    body_start, body_end = name_end + 1, len(text) - len(FUNCTION_CLOSE)
+    if body_start > body_end:
+        return None
+    parameters = _parameters(text[body_start:body_end], schemas.get(name, {}))
+    return None if parameters is None else encode_call(name, parameters)
