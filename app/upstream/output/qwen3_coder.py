@@ -62,7 +62,8 @@ def _strip_template_newlines(value: str) -> str:
 
 
 def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
-    """The typed parameters written in ``inner``, or ``None`` if anything else is there."""
+    """The typed parameters written in ``inner``; ``None`` if anything else is there, or a
+    name twice (one value would be lost)."""
     parameters: dict[str, Any] = {}
     pos = 0
     while (start := inner.find(PARAMETER_OPEN, pos)) >= 0:
@@ -70,7 +71,7 @@ def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
         if inner[pos:start].strip() or name_end < 0:
             return None
         name = inner[start + len(PARAMETER_OPEN) : name_end].strip()
-        if not name or "\n" in name:
+        if not name or "\n" in name or name in parameters:
             return None
         end = find_tag(inner, (PARAMETER_CLOSE, PARAMETER_OPEN), name_end + 1)
         value_end = end[0] if end is not None else len(inner)

@@ -46,11 +46,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key")
+    return out
+
+
 def loads_strict(text: str) -> Any:
-    """``json.loads`` that refuses NaN/Infinity (not JSON, nor would their re-serialisation be)
-    and reports nesting too deep for the parser as ``ValueError`` too."""
+    """``json.loads`` that refuses what re-serialising would change or lose: NaN/Infinity
+    (not JSON) and duplicate keys (all but the last dropped). Too deep is ``ValueError`` too."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
 
