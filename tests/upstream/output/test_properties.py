@@ -144,3 +144,60 @@ def test_qwen3_hermes_output_parses_to_its_parts(
         (name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in tool_calls
     ]
     assert out.finish_reason("stop") == ("tool_calls" if tool_calls else "stop")
+
+
+# --- structured Qwen3-Coder outputs ------------------------------------------------------
+
+CODER_PARAM_TAGS = ("<parameter=", "</parameter>", "</function>")
+coder_strings = st.text(st.sampled_from("ab 5é\n<>/{}[]\"😀"), max_size=25).map(
+    lambda s: s.replace("<>", "</tool_call>")  # the closing tag, inside a value
+).filter(lambda s: not any(tag in s for tag in CODER_PARAM_TAGS))
+typed_values: dict[str, st.SearchStrategy[Any]] = {
+    "string": coder_strings,
+    "integer": st.integers(),
+    "number": st.floats(allow_nan=False, allow_infinity=False) | st.integers(),
+    "boolean": st.booleans(),
+    "object": st.dictionaries(prose, json_values, max_size=3),
+    "array": st.lists(json_values, max_size=3),
+}
+coder_params = st.dictionaries(
+    st.sampled_from(["path", "count", "ratio", "flag", "options", "items", "ünï"]),
+    st.sampled_from(sorted(typed_values)).flatmap(
+        lambda kind: st.tuples(st.just(kind), typed_values[kind])
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(coder_params, min_size=1, max_size=3), st.booleans(), cuts)
+def test_qwen3_coder_output_parses_to_typed_arguments(
+    call_params: list[dict[str, tuple[str, Any]]], known_tool: bool, points: list[int]
+) -> None:
+    text = "I'll run it."
+    tools = []
+    for i, params in enumerate(call_params):
+        name = f"tool_{i}"
+        properties = {p: {"type": kind} for p, (kind, _) in params.items()}
+        tools.append({"type": "function", "function": {
+            "name": name, "parameters": {"type": "object", "properties": properties}}})
+        text += f"\n<tool_call>\n<function={name}>\n"
+        for p, (_, value) in params.items():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text += f"<parameter={p}>\n{shown}\n</parameter>\n"
+        text += "</function>\n</tool_call>"
+
+    parser = make_parser(reasoning=False, tool_format="qwen3_coder",
+                         tools=tools if known_tool else None)
+    out = parsed(stream(parser, split_at(text, points)))
+    assert out.content == "I'll run it.\n"
+    expected = []
+    for params in call_params:
+        arguments = {
+            p: value if known_tool or isinstance(value, str)
+            else json.dumps(value, ensure_ascii=False)
+            for p, (_, value) in params.items()
+        }
+        expected.append(json.dumps(arguments, ensure_ascii=False))
+    assert [c.arguments for c in out.tool_calls] == expected
+    assert out.finish_reason("length") == "tool_calls"
