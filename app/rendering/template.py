@@ -1,0 +1,184 @@
+"""``ChatTemplate``: a model's chat template, rendered as transformers' ``apply_chat_template``
+renders it behind vLLM's chat endpoint (see ``messages`` for what vLLM does first)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from app.errors import BadRequestError, TemplateError
+from app.rendering import loading
+from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
+from app.rendering.messages import ContentFormat, detect_content_format, prepare_messages
+
+Message = Mapping[str, Any]
+
+# Names ``chat_template_kwargs`` may not bind: what the renderer binds itself, what
+# transformers consumes rather than passes on, and the environment's globals.
+_CONSUMED = frozenset({"chat_template", "tokenize", "continue_final_message"})
+
+
+class _Variant:
+    """One compiled template text."""
+
+    def __init__(self, name: str, source: str, env: jinja2.Environment) -> None:
+        self.name = name
+        self.source = source
+        try:
+            self.template = env.from_string(source)
+            self.content_format: ContentFormat = detect_content_format(env.parse(source))
+        except jinja2.TemplateSyntaxError as exc:
+            raise TemplateError(
+                f"chat template {name!r} does not compile (line {exc.lineno}): {exc.message}"
+            ) from None
+
+
+class ChatTemplate:
+    """A chat template (or a set of named ones) with the special tokens it is rendered with.
+
+    ``templates`` is one template text, or texts by name; like transformers, a set of named
+    templates renders "tool_use" when ``tools`` are given and it has one, else "default",
+    unless ``name`` pins one. ``special_tokens`` (``bos_token``, ``eos_token`` ...) are
+    template variables, overridable by ``chat_template_kwargs`` as in transformers.
+    """
+
+    def __init__(
+        self,
+        templates: str | Mapping[str, str],
+        *,
+        special_tokens: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        texts = {"default": templates} if isinstance(templates, str) else dict(templates)
+        if name is not None and name not in texts:
+            raise TemplateError(f"no chat template named {name!r}; have {sorted(texts)}")
+        if name is None and "default" not in texts and len(texts) != 1:
+            raise TemplateError(
+                f"several chat templates and none named 'default': {sorted(texts)}"
+            )
+        self._env = make_environment()
+        self._variants = {key: _Variant(key, text, self._env) for key, text in texts.items()}
+        self._pinned = name if name is not None else (
+            None if "default" in texts else next(iter(texts))
+        )
+        self._special_tokens = dict(special_tokens or {})
+        self._reserved = RESERVED_NAMES | _CONSUMED | frozenset(self._env.globals)
+
+    @classmethod
+    def from_tokenizer_config(
+        cls, config: Mapping[str, Any] | str | Path, *, name: str | None = None
+    ) -> ChatTemplate:
+        """From a ``tokenizer_config.json`` (path or parsed)."""
+        source = loading.from_tokenizer_config(config)
+        return cls(source.templates, special_tokens=source.special_tokens, name=name)
+
+    @classmethod
+    def from_jinja_file(
+        cls, path: str | Path, *, special_tokens: Mapping[str, str] | None = None
+    ) -> ChatTemplate:
+        return cls(loading.from_jinja_file(path), special_tokens=special_tokens)
+
+    @classmethod
+    def from_gguf(cls, path: str | Path, *, name: str | None = None) -> ChatTemplate:
+        """From a GGUF model file's ``tokenizer.chat_template`` metadata."""
+        source = loading.from_gguf(path)
+        return cls(source.templates, special_tokens=source.special_tokens, name=name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._variants)
+
+    @property
+    def special_tokens(self) -> dict[str, str]:
+        return dict(self._special_tokens)
+
+    def source(self, *, tools: bool = False) -> str:
+        """The template text ``render`` uses with (``tools=True``) or without tools."""
+        return self._variant(tools).source
+
+    def content_format(self, *, tools: bool = False) -> ContentFormat:
+        return self._variant(tools).content_format
+
+    def _variant(self, tools: bool) -> _Variant:
+        if self._pinned is not None:
+            return self._variants[self._pinned]
+        if tools and "tool_use" in self._variants:
+            return self._variants["tool_use"]
+        return self._variants["default"]
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+    ) -> str:
+        """The prompt text for OpenAI-style ``messages``.
+
+        ``chat_template_kwargs`` are extra template variables (``enable_thinking`` ...); one
+        that would rebind ``messages``, ``tools``, ``documents``, ``add_generation_prompt``,
+        a name transformers consumes (``chat_template``, ``tokenize``,
+        ``continue_final_message``) or a template global (``raise_exception``,
+        ``namespace`` ...) is a ``BadRequestError``. Malformed messages are a
+        ``BadRequestError``; a template that raises, or fails on these inputs, a
+        ``TemplateError``. Inputs must be plain JSON data (as parsed from a request body).
+        """
+        variant = self._variant(tools is not None)
+        context = self._context(variant, messages, tools, add_generation_prompt,
+                                chat_template_kwargs, documents)
+        return _run(variant, context)
+
+    def _context(
+        self,
+        variant: _Variant,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool,
+        kwargs: Mapping[str, Any] | None,
+        documents: Sequence[Mapping[str, Any]] | None,
+    ) -> dict[str, Any]:
+        kwargs = kwargs or {}
+        clash = sorted(key for key in kwargs if key in self._reserved)
+        if clash:
+            raise BadRequestError(
+                f"chat_template_kwargs may not set {', '.join(clash)}",
+                param="chat_template_kwargs",
+            )
+        return {
+            **self._special_tokens,
+            **kwargs,
+            "messages": prepare_messages(messages, variant.content_format),
+            "tools": None if tools is None else list(tools),
+            "documents": None if documents is None else list(documents),
+            "add_generation_prompt": add_generation_prompt,
+        }
+
+
+def _run(variant: _Variant, context: dict[str, Any]) -> str:
+    try:
+        return variant.template.render(context)
+    except TemplateRaised as exc:
+        raise TemplateError(str(exc.message)) from None
+    except Exception as exc:
+        raise template_error(variant.name, exc) from None
+
+
+def template_error(name: str, exc: BaseException) -> TemplateError:
+    """A ``TemplateError`` saying what failed where in template ``name``."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = f"chat template {name!r}" + (f", line {line}" if line is not None else "")
+    if isinstance(exc, jinja2.TemplateError):
+        what = exc.message or type(exc).__name__
+    else:
+        what = f"{type(exc).__name__}: {exc}"
+    return TemplateError(f"{where}: {what}")
