@@ -1,0 +1,34 @@
+"""The request body: read within the size limit, decode as JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import Request
+
+from app.errors import BadRequestError, PayloadTooLargeError
+
+
+async def json_body(request: Request, limit: int) -> Any:
+    """The decoded JSON body; 413 past ``limit`` bytes (before reading it when the length is
+    declared), 400 for malformed JSON, invalid UTF-8 or lone surrogates."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(
+            f"request body of {declared} bytes is over the {limit}-byte limit"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLargeError(f"request body is over the {limit}-byte limit")
+        chunks.append(chunk)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if not data:
+        raise BadRequestError("the request body is empty; send a JSON object")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequestError(f"malformed JSON body: {exc}") from None

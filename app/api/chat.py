@@ -1,0 +1,35 @@
+"""``POST /v1/chat/completions``."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from app.api.body import json_body
+from app.api.errors import error_response
+from app.api.responses import json_response, primed, sse_response
+from app.errors import TokspliceError
+from app.protocol.openai_chat import parse_chat_request
+from app.service.callers import caller_of
+from app.service.chat import ChatService, Timings
+
+router = APIRouter()
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request) -> Response:
+    timings = Timings(received=time.perf_counter())
+    service: ChatService = request.app.state.chat
+    body = await json_body(request, request.app.state.settings.max_body_bytes)
+    chat = parse_chat_request(body)
+    prepared = await service.prepare(chat, caller_of(request.headers, body), timings)
+    if not chat.stream:
+        reply = await service.complete(prepared)
+        return json_response(reply, headers={"server-timing": timings.server_timing()})
+    try:
+        stream = await primed(service.stream(prepared))
+    except TokspliceError as exc:
+        return error_response(exc)
+    return sse_response(stream, headers={"server-timing": timings.server_timing()})

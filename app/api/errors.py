@@ -1,0 +1,63 @@
+"""Errors as each client API spells them; the one place exceptions become HTTP answers."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from app.api.responses import json_response
+from app.errors import RequestError, TokspliceError
+
+log = logging.getLogger("toksplice")
+
+
+def openai_error(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, OpenAI error JSON) for any exception."""
+    if isinstance(exc, TokspliceError):
+        param = exc.param if isinstance(exc, RequestError) else None
+        return exc.status, {
+            "error": {"message": str(exc), "type": exc.kind, "param": param, "code": exc.status}
+        }
+    if isinstance(exc, HTTPException):
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return exc.status_code, {
+            "error": {
+                "message": str(exc.detail),
+                "type": kind,
+                "param": None,
+                "code": exc.status_code,
+            }
+        }
+    if isinstance(exc, RequestValidationError):
+        return 400, {
+            "error": {
+                "message": str(exc),
+                "type": "invalid_request_error",
+                "param": None,
+                "code": 400,
+            }
+        }
+    log.exception("unhandled error", exc_info=exc)
+    return 500, {
+        "error": {"message": "internal error", "type": "server_error", "param": None, "code": 500}
+    }
+
+
+def error_response(exc: Exception) -> Response:
+    status, body = openai_error(exc)
+    if status >= 500:
+        log.warning("request failed: %s", exc)
+    return json_response(body, status)
+
+
+def install(app: FastAPI) -> None:
+    async def handle(request: Request, exc: Exception) -> Response:
+        return error_response(exc)
+
+    for kind in (TokspliceError, HTTPException, RequestValidationError, Exception):
+        app.add_exception_handler(kind, handle)

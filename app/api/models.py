@@ -1,0 +1,55 @@
+"""``GET /v1/models`` and the health endpoints."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from app.api.responses import json_response
+from app.errors import UpstreamError
+from app.service.chat import ChatService
+
+router = APIRouter()
+
+
+@router.get("/v1/models")
+async def models(request: Request) -> Response:
+    service: ChatService = request.app.state.chat
+    card = {
+        "id": service.card.name,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "toksplice",
+    }
+    return json_response({"object": "list", "data": [card]})
+
+
+@router.get("/health/live")
+async def live() -> Response:
+    """Liveness: the process serves requests."""
+    return json_response({"status": "ok"})
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    """Readiness: tokenizer loaded and the upstream answering its own health check."""
+    service: ChatService = request.app.state.chat
+    upstream = "ok"
+    try:
+        reply = await service.client.get("/health")
+        if reply.status_code != 200:
+            upstream = f"status {reply.status_code}"
+    except UpstreamError as exc:
+        upstream = str(exc)
+    ready = upstream == "ok"
+    body = {
+        "status": "ok" if ready else "unavailable",
+        "upstream": upstream,
+        "model": service.card.name,
+        "dialect": service.dialect.name,
+        "sending": "text" if service.card.send_text else "token ids",
+        "tokenizer": service.tokenizer.spec.family,
+    }
+    return json_response(body, 200 if ready else 503)

@@ -1,0 +1,133 @@
+"""Settings: one frozen object built from flags and ``TOKSPLICE_*`` environment variables.
+
+Every field has a default a single-machine user can keep; ``Settings.from_env`` reads the
+environment and command-line flags override it (see ``toksplice serve --help``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.upstream.output import ToolFormat
+
+DIALECTS = (
+    "llamacpp",
+    "llamacpp-completion",
+    "vllm-chat",
+    "vllm-completions",
+    "vllm-generate",
+    "sglang",
+)
+"""Upstream dialects: how token ids are sent (see ``app.upstream``)."""
+
+ENV_PREFIX = "TOKSPLICE_"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Upstream timeouts in seconds; ``read`` bounds the wait for each chunk, so it also bounds
+    time to first token."""
+
+    connect: float = 5.0
+    read: float = 600.0
+    write: float = 60.0
+    pool: float = 10.0
+
+    def httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``create_app`` needs; see the field docstrings."""
+
+    upstream: str = "http://127.0.0.1:8080"
+    """Base URL of the model server (no trailing /v1)."""
+    tokenizer: Path = Path("tokenizer.json")
+    """A tokenizer.json, or a folder holding tokenizer.json (and tokenizer_config.json)."""
+    chat_template: Path | None = None
+    """tokenizer_config.json, a .jinja file or a .gguf; default: the tokenizer's folder."""
+    dialect: str = "llamacpp"
+    model: str | None = None
+    """The model name clients use; default: the tokenizer folder's name."""
+    upstream_model: str | None = None
+    """The name sent upstream (vLLM/SGLang check it); default: ``model``."""
+    upstream_api_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = 64 << 20
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    max_connections: int = 256
+    store_bytes: int = 1 << 30
+    """Byte budget of stored sessions (text, ids, offsets and cached id JSON)."""
+    tool_format: ToolFormat | None = "hermes"
+    """How the model writes tool calls: "hermes", "qwen3_coder" or none."""
+    reasoning: bool = True
+    """Split ``<think>...</think>`` from the answer into ``reasoning_content``."""
+    alignment_check: bool = True
+    """At start, compare our ids with the upstream's /tokenize; forward text on mismatch."""
+
+    @property
+    def tokenizer_file(self) -> Path:
+        return self.tokenizer / "tokenizer.json" if self.tokenizer.is_dir() else self.tokenizer
+
+    @property
+    def template_source(self) -> Path:
+        if self.chat_template is not None:
+            return self.chat_template
+        folder = self.tokenizer if self.tokenizer.is_dir() else self.tokenizer.parent
+        return folder / "tokenizer_config.json"
+
+    @property
+    def served_model(self) -> str:
+        if self.model:
+            return self.model
+        folder = self.tokenizer if self.tokenizer.is_dir() else self.tokenizer.parent
+        return folder.resolve().name or "default"
+
+    @classmethod
+    def from_env(
+        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Defaults, then ``TOKSPLICE_<FIELD>`` variables, then ``overrides`` (None skipped)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None and f.name != "timeouts":
+                values[f.name] = _convert(f.name, raw)
+        timeout = env.get(ENV_PREFIX + "READ_TIMEOUT")
+        if timeout is not None:
+            values["timeouts"] = Timeouts(read=float(timeout))
+        for name, value in (overrides or {}).items():
+            if value is not None:
+                values[name] = _convert(name, value) if isinstance(value, str) else value
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {self.dialect!r}; one of {', '.join(DIALECTS)}")
+        if self.tool_format not in (None, "hermes", "qwen3_coder"):
+            raise ValueError(f"unknown tool format {self.tool_format!r}")
+        if self.max_body_bytes < 1024:
+            raise ValueError("max_body_bytes must be at least 1024")
+
+
+def _convert(name: str, raw: str) -> Any:
+    if name in ("tokenizer", "chat_template"):
+        return Path(raw)
+    if name in ("port", "max_body_bytes", "max_connections", "store_bytes"):
+        return int(raw)
+    if name in ("reasoning", "alignment_check"):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if name == "tool_format" and raw.strip().lower() in ("", "none", "off"):
+        return None
+    return raw

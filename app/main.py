@@ -1,0 +1,101 @@
+"""``create_app(settings)``: the FastAPI app; its lifespan owns the tokenizer, the session
+store, the upstream client and the startup alignment check."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI
+
+from app.api import chat, errors, models
+from app.config import Settings
+from app.errors import TemplateError
+from app.rendering import ChatTemplate
+from app.service.chat import ChatService, ModelCard
+from app.tokenization import SessionTokenizer
+from app.tokenization.ids_json import IdsJsonCache
+from app.upstream import dialect_named
+from app.upstream.alignment import check_alignment
+from app.upstream.client import UpstreamClient
+
+log = logging.getLogger("toksplice")
+
+
+def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+    """The proxy app; ``transport`` replaces the network (tests inject faults with it)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = UpstreamClient(settings, transport)
+        try:
+            app.state.chat = await _build_service(settings, client)
+            yield
+        finally:
+            await client.aclose()
+
+    app = FastAPI(title="toksplice", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    errors.install(app)
+    app.include_router(chat.router)
+    app.include_router(models.router)
+    return app
+
+
+async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
+    # Session state: 3/4 of the budget for text+ids+offsets, 1/4 for the cached id JSON.
+    tokenizer = SessionTokenizer.from_file(
+        settings.tokenizer_file, store_bytes=settings.store_bytes * 3 // 4
+    )
+    template = load_template(settings.template_source)
+    dialect = dialect_named(settings.dialect)
+    upstream_name = settings.upstream_model or settings.served_model
+    send_text = False
+    if settings.alignment_check:
+        alignment = await check_alignment(client, dialect, tokenizer, template, upstream_name)
+        if not alignment.ok:
+            send_text = True
+            log.error(
+                "TOKENIZER MISMATCH: the upstream tokenizes %d probe(s) differently (%s); "
+                "forwarding rendered TEXT instead of token ids for model %r",
+                len(alignment.mismatches),
+                "; ".join(map(repr, alignment.mismatches)),
+                settings.served_model,
+            )
+    card = ModelCard(
+        name=settings.served_model,
+        upstream_name=upstream_name,
+        template=template,
+        tool_format=settings.tool_format,
+        reasoning=settings.reasoning,
+        send_text=send_text,
+    )
+    log.info(
+        "serving %r via %s at %s (tokenizer family %s, sending %s)",
+        card.name,
+        dialect.name,
+        settings.upstream,
+        tokenizer.spec.family,
+        "text" if send_text else "token ids",
+    )
+    return ChatService(
+        card=card,
+        tokenizer=tokenizer,
+        dialect=dialect,
+        client=client,
+        ids_cache=IdsJsonCache(settings.store_bytes // 4),
+    )
+
+
+def load_template(path: Path) -> ChatTemplate:
+    """A chat template from tokenizer_config.json, a .jinja file or a .gguf model."""
+    if not path.exists():
+        raise TemplateError(f"no chat template at {path}")
+    if path.suffix == ".gguf":
+        return ChatTemplate.from_gguf(path)
+    if path.suffix in (".jinja", ".j2"):
+        return ChatTemplate.from_jinja_file(path)
+    return ChatTemplate.from_tokenizer_config(path)

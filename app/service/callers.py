@@ -1,0 +1,56 @@
+"""Who is calling and which conversation this is: the session key of a request.
+
+The tenant is a digest of the caller's API key (the key itself is never stored), so two
+callers never share a session.  The conversation comes from the client when it says
+(``X-Session-Id``, Claude Code's ``X-Claude-Code-Session-Id``, OpenAI's ``prompt_cache_key``),
+else from a digest of the conversation's first user message, which stays put while an agent
+session grows (the system prompt may not: Claude Code's changes every call).  Two
+conversations that open with the same request share a key: ids stay exact (every call is checked against the stored text), they
+only repair from each other's state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+SESSION_HEADERS = ("x-session-id", "x-claude-code-session-id")
+_MAX_SESSION_CHARS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    tenant: str
+    session: str | None
+    """The client's conversation id, when it sent one."""
+
+
+def caller_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> Caller:
+    key = _api_key(headers)
+    tenant = hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"
+    session = next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
+    if session is None and isinstance(body.get("prompt_cache_key"), str):
+        session = body["prompt_cache_key"]
+    if session is not None:
+        session = session[:_MAX_SESSION_CHARS]
+    return Caller(tenant=tenant, session=session)
+
+
+def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
+    """``tenant/conversation``, the key the session tokenizer and id cache use."""
+    if caller.session is not None:
+        return f"{caller.tenant}/s:{caller.session}"
+    first = next((m for m in messages if m.get("role") == "user"), messages[0])
+    opening = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
+    return f"{caller.tenant}/m:{hashlib.blake2b(opening, digest_size=12).hexdigest()}"
+
+
+def _api_key(headers: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization")
+    if auth and auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return headers.get("x-api-key") or None

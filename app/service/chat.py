@@ -1,0 +1,223 @@
+"""The request path of a chat call: render, tokenize exactly, send ids, translate the answer.
+
+``prepare`` does the CPU work (render, session tokenize, id JSON) in a worker thread so a
+cold start of a long transcript never stalls the event loop; ``complete`` and ``stream`` own
+the upstream exchange.  ``stream`` is an async generator whose ``async with`` holds the
+upstream response: when the client goes away the generator is closed and the upstream
+request with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from tokenizers.decoders import DecodeStream
+
+from app.errors import NotFoundError, TokspliceError
+from app.protocol.chat_stream import ChatAssembler
+from app.protocol.openai_chat import ChatRequest
+from app.protocol.sse import DONE, sse_data
+from app.rendering import ChatTemplate
+from app.service.callers import Caller, session_key
+from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization.ids_json import IdsJsonCache
+from app.upstream.client import UpstreamClient, sse_events
+from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
+from app.upstream.output import ToolFormat
+
+
+@dataclass(slots=True)
+class Timings:
+    """Monotonic marks of one request (seconds); ``proxy_added`` is request in -> upstream
+    request out."""
+
+    received: float
+    prepared: float = 0.0
+    upstream_sent: float = 0.0
+    first_byte: float = 0.0
+    first_token: float = 0.0
+    render_s: float = 0.0
+    tokenize_s: float = 0.0
+
+    @property
+    def proxy_added(self) -> float:
+        return self.upstream_sent - self.received
+
+    def server_timing(self) -> str:
+        return (
+            f"render;dur={self.render_s * 1e3:.3f}, tokenize;dur={self.tokenize_s * 1e3:.3f}, "
+            f"proxy;dur={self.proxy_added * 1e3:.3f}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedChat:
+    request: ChatRequest
+    call: UpstreamCall
+    encoding: Encoding
+    starts_in_reasoning: bool
+    timings: Timings
+    key: str = field(default="")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCard:
+    """What the proxy serves: the client-facing name and how it talks to the model."""
+
+    name: str
+    upstream_name: str
+    template: ChatTemplate
+    tool_format: ToolFormat | None
+    reasoning: bool
+    send_text: bool = False
+    """True when the startup alignment check failed: the rendered text goes upstream."""
+
+
+class ChatService:
+    def __init__(
+        self,
+        *,
+        card: ModelCard,
+        tokenizer: SessionTokenizer,
+        dialect: Dialect,
+        client: UpstreamClient,
+        ids_cache: IdsJsonCache,
+    ) -> None:
+        self.card = card
+        self.tokenizer = tokenizer
+        self.dialect = dialect
+        self.client = client
+        self.ids_cache = ids_cache
+
+    async def prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
+        if request.model not in (self.card.name, self.card.upstream_name):
+            raise NotFoundError(
+                f"model {request.model!r} does not exist; this proxy serves {self.card.name!r}",
+                param="model",
+            )
+        return await anyio.to_thread.run_sync(self._prepare, request, caller, timings)
+
+    def _prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
+        key = session_key(caller, request.messages)
+        started = time.perf_counter()
+        text = self.card.template.render(
+            request.messages,
+            tools=request.tools,
+            add_generation_prompt=request.add_generation_prompt,
+            chat_template_kwargs=request.template_kwargs,
+        )
+        rendered = time.perf_counter()
+        encoding = self.tokenizer.encode(text, session=key)
+        ids_json = self.ids_cache.json_for(key, encoding.ids)
+        timings.render_s = rendered - started
+        timings.tokenize_s = time.perf_counter() - rendered
+        prompt = Prompt(
+            ids_json=ids_json.text, n_ids=len(encoding.ids), text=text, as_text=self.card.send_text
+        )
+        call = UpstreamCall(
+            model=self.card.upstream_name,
+            prompt=prompt,
+            sampling=request.sampling,
+            stream=request.stream,
+            chat_body=request.body,
+        )
+        timings.prepared = time.perf_counter()
+        return PreparedChat(request, call, encoding, _opens_reasoning(text), timings, key)
+
+    async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
+        """The whole answer as one OpenAI chat completion."""
+        path, body = self.dialect.request(prepared.call)
+        prepared.timings.upstream_sent = time.perf_counter()
+        payload = await self.client.post_json(path, body)
+        prepared.timings.first_byte = prepared.timings.first_token = time.perf_counter()
+        if self.dialect.chat_native:
+            return dict(payload, model=prepared.request.model)
+        generated = self.dialect.response(payload, prepared.encoding.ids.size)
+        text = self._decode_all(generated)
+        assembler = self._assembler(prepared)
+        return assembler.completion(
+            text,
+            generated.finish_reason or "stop",
+            generated.usage or Usage(prepared.call.prompt.n_ids, 0),
+        )
+
+    async def stream(self, prepared: PreparedChat) -> AsyncIterator[bytes]:
+        """SSE bytes of the answer; errors after the first byte become an error event."""
+        path, body = self.dialect.request(prepared.call)
+        timings = prepared.timings
+        timings.upstream_sent = time.perf_counter()
+        async with self.client.stream(path, body) as response:
+            timings.first_byte = time.perf_counter()
+            yield b""  # the upstream accepted: the caller may now commit to a 200
+            try:
+                async for chunk in self._chunks(prepared, response):
+                    if not timings.first_token:
+                        timings.first_token = time.perf_counter()
+                    yield chunk
+            except TokspliceError as exc:
+                yield sse_data(
+                    {"error": {"message": str(exc), "type": exc.kind, "code": exc.status}}
+                )
+            yield DONE
+
+    async def _chunks(
+        self, prepared: PreparedChat, response: httpx.Response
+    ) -> AsyncIterator[bytes]:
+        n_ids = prepared.call.prompt.n_ids
+        if self.dialect.chat_native:
+            async for payload in sse_events(response):
+                yield sse_data(dict(payload, model=prepared.request.model))
+            return
+        assembler = self._assembler(prepared)
+        yield sse_data(assembler.first_chunk())
+        decoder = DecodeStream(skip_special_tokens=True) if self.dialect.tokens_out else None
+        seen = 0
+        last = Generated()
+        async for payload in sse_events(response):
+            last = self.dialect.event(payload, n_ids)
+            text = self._decode(last, decoder)
+            if self.dialect.cumulative_text:
+                text, seen = text[seen:], len(text)
+            for chunk in assembler.chunks(text):
+                yield sse_data(chunk)
+            if last.finish_reason is not None:
+                break
+        for chunk in assembler.last_chunks(
+            last.finish_reason or "stop", last.usage, prepared.request.include_usage
+        ):
+            yield sse_data(chunk)
+
+    def _assembler(self, prepared: PreparedChat) -> ChatAssembler:
+        return ChatAssembler(
+            model=prepared.request.model,
+            tools=prepared.request.tools,
+            tool_format=self.card.tool_format,
+            reasoning=self.card.reasoning,
+            starts_in_reasoning=prepared.starts_in_reasoning,
+        )
+
+    def _decode(self, generated: Generated, decoder: DecodeStream | None) -> str:
+        if decoder is None:
+            return generated.text
+        pieces = (decoder.step(self.tokenizer.reference.tokenizer, t) for t in generated.token_ids)
+        return "".join(p for p in pieces if p)
+
+    def _decode_all(self, generated: Generated) -> str:
+        if not self.dialect.tokens_out:
+            return generated.text
+        return str(
+            self.tokenizer.reference.tokenizer.decode(
+                list(generated.token_ids), skip_special_tokens=True
+            )
+        )
+
+
+def _opens_reasoning(text: str) -> bool:
+    """The generation prompt ends inside an opened think block (DeepSeek-R1 style)."""
+    tail = text[-64:].rstrip()
+    return tail.endswith("<think>")

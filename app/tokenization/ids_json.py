@@ -1,0 +1,133 @@
+"""Token ids as JSON text, re-serialised only where they changed.
+
+A 1M-character transcript is ~250K ids; ``orjson`` needs ~2.5 ms to write them and
+``ndarray.tolist`` far more, on every call.  Consecutive calls of a session share almost all
+ids (a long common prefix, and after an edit near the start a long common suffix), so
+``IdsJson.spliced`` copies the JSON bytes of the shared prefix and suffix and writes only the
+ids in between.  Each id's end offset in the text is kept to cut the bytes at token edges.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from app.tokenization.reference import IdArray
+
+_POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class IdsJson:
+    """``text`` is ``b"id,id,...,id"`` (no brackets) for ``ids``; ``ends[i]`` is where id i's
+    digits end in it."""
+
+    ids: IdArray
+    text: bytes
+    ends: npt.NDArray[np.int64]
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.text) + self.ids.nbytes + self.ends.nbytes
+
+    @classmethod
+    def of(cls, ids: IdArray) -> IdsJson:
+        """Serialise from scratch."""
+        text, ends = _serialise(ids)
+        return cls(ids, text, ends)
+
+    def spliced(self, ids: IdArray) -> IdsJson:
+        """The JSON of ``ids``, reusing this one's bytes for the common prefix and suffix."""
+        old, new = self.ids, ids
+        n_old, n_new = len(old), len(new)
+        shortest = min(n_old, n_new)
+        head = _common_run(old[:shortest], new[:shortest])
+        tail = _common_run(
+            old[n_old - shortest + head :][::-1], new[n_new - shortest + head :][::-1]
+        )
+        if head + tail < shortest // 8:
+            return IdsJson.of(ids)
+        mid_text, mid_ends = _serialise(new[head : n_new - tail])
+        pieces: list[bytes] = []
+        ends: list[npt.NDArray[np.int64]] = []
+        size = 0
+        if head:
+            pieces.append(self.text[: self.ends[head - 1]])
+            ends.append(self.ends[:head])
+            size = int(self.ends[head - 1])
+        for text, piece_ends in ((mid_text, mid_ends), self._suffix(n_old - tail)):
+            if not text:
+                continue
+            if pieces:
+                pieces.append(b",")
+                size += 1
+            pieces.append(text)
+            ends.append(piece_ends + size)
+            size += len(text)
+        return IdsJson(ids, b"".join(pieces), np.concatenate(ends) if ends else _EMPTY_ENDS)
+
+    def _suffix(self, first: int) -> tuple[bytes, npt.NDArray[np.int64]]:
+        """JSON text of ids ``[first:]`` and their ends relative to that text."""
+        if first >= len(self.ids):
+            return b"", _EMPTY_ENDS
+        start = int(self.ends[first - 1]) + 1 if first else 0
+        return self.text[start:], self.ends[first:] - start
+
+
+_EMPTY_ENDS = np.zeros(0, dtype=np.int64)
+
+
+def _serialise(ids: IdArray) -> tuple[bytes, npt.NDArray[np.int64]]:
+    if not len(ids):
+        return b"", _EMPTY_ENDS
+    text = orjson.dumps(ids, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    digits = np.searchsorted(_POWERS, ids, side="right").astype(np.int64) + 1
+    ends = np.cumsum(digits + 1) - 1
+    return text, ends
+
+
+def _common_run(a: IdArray, b: IdArray) -> int:
+    """Length of the common prefix of two equally long arrays."""
+    differ = np.flatnonzero(a != b)
+    return int(differ[0]) if len(differ) else len(a)
+
+
+class IdsJsonCache:
+    """The last ``IdsJson`` of each session, LRU within a byte budget; thread-safe."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, IdsJson] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def json_for(self, key: str | None, ids: IdArray) -> IdsJson:
+        """JSON of ``ids``, spliced from the session's previous call when there is one."""
+        with self._lock:
+            previous = self._entries.get(key) if key is not None else None
+        current = previous.spliced(ids) if previous is not None else IdsJson.of(ids)
+        if key is not None:
+            self._put(key, current)
+        return current
+
+    def _put(self, key: str, value: IdsJson) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            if value.nbytes > self.max_bytes:
+                return
+            self._entries[key] = value
+            self._bytes += value.nbytes
+            while self._bytes > self.max_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= evicted.nbytes
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"sessions": len(self._entries), "bytes": self._bytes}

@@ -1,0 +1,34 @@
+"""Upstream model servers: dialects (how ids are sent), the HTTP client, the alignment check."""
+
+from __future__ import annotations
+
+from app.upstream.dialect import Dialect, Generated, Prompt, Sampling, UpstreamCall, Usage
+from app.upstream.llamacpp import LlamaCppCompletions, LlamaCppNative
+from app.upstream.sglang import SglangGenerate
+from app.upstream.vllm import VllmChat, VllmCompletions, VllmGenerate
+
+__all__ = [
+    "Dialect",
+    "Generated",
+    "Prompt",
+    "Sampling",
+    "UpstreamCall",
+    "Usage",
+    "dialect_named",
+]
+
+
+def dialect_named(name: str) -> Dialect:
+    """The dialect for a ``--dialect`` value (see ``app.config.DIALECTS``)."""
+    dialects: tuple[type[Dialect], ...] = (
+        LlamaCppCompletions,
+        LlamaCppNative,
+        VllmChat,
+        VllmCompletions,
+        VllmGenerate,
+        SglangGenerate,
+    )
+    for dialect in dialects:
+        if dialect.name == name:
+            return dialect()
+    raise ValueError(f"unknown dialect {name!r}")

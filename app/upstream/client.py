@@ -1,0 +1,112 @@
+"""The shared HTTP client to the upstream; httpx errors become ``UpstreamError`` here, once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import orjson
+
+from app.config import Settings
+from app.errors import (
+    UpstreamError,
+    UpstreamStatusError,
+    UpstreamTimeoutError,
+    UpstreamUnavailableError,
+)
+
+
+class UpstreamClient:
+    """One pooled ``httpx.AsyncClient`` with explicit timeouts and limits."""
+
+    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None):
+        headers = {"content-type": "application/json"}
+        if settings.upstream_api_key:
+            headers["authorization"] = f"Bearer {settings.upstream_api_key}"
+        limits = httpx.Limits(
+            max_connections=settings.max_connections,
+            max_keepalive_connections=min(64, settings.max_connections),
+        )
+        self.base_url = settings.upstream.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=settings.timeouts.httpx(),
+            limits=limits,
+            headers=headers,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @asynccontextmanager
+    async def stream(self, path: str, body: bytes) -> AsyncIterator[httpx.Response]:
+        """POST ``body``; yields the response once its status is known to be a success."""
+        try:
+            async with self._http.stream("POST", path, content=body) as response:
+                if response.status_code >= 400:
+                    raise _status_error(response.status_code, await response.aread())
+                yield response
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise UpstreamUnavailableError(
+                f"upstream {self.base_url} unreachable: {exc or type(exc).__name__}"
+            ) from exc
+
+    async def post_json(self, path: str, body: bytes) -> Any:
+        async with self.stream(path, body) as response:
+            return _json(await response.aread())
+
+    async def get(self, path: str) -> httpx.Response:
+        try:
+            return await self._http.get(path)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError("upstream timed out") from exc
+        except httpx.TransportError as exc:
+            raise UpstreamUnavailableError(f"upstream {self.base_url} unreachable") from exc
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """JSON payloads of an upstream SSE stream's ``data:`` lines, until ``[DONE]``."""
+    try:
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            if data:
+                payload = _json(data.encode())
+                if isinstance(payload, dict) and "error" in payload:
+                    raise UpstreamUnavailableError(f"upstream stream error: {payload['error']}")
+                yield payload
+    except httpx.TimeoutException as exc:
+        raise UpstreamTimeoutError("upstream stalled mid-stream") from exc
+    except httpx.TransportError as exc:
+        raise UpstreamUnavailableError(f"upstream failed mid-stream: {exc!r}") from exc
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamUnavailableError(f"upstream sent invalid JSON: {exc}") from exc
+
+
+def _status_error(status: int, body: bytes) -> UpstreamError:
+    message = body.decode("utf-8", "replace")[:2000]
+    try:
+        payload = orjson.loads(body)
+        error = payload.get("error", payload) if isinstance(payload, dict) else payload
+        if isinstance(error, dict):
+            message = str(error.get("message") or message)
+    except orjson.JSONDecodeError:
+        pass
+    if status >= 500:
+        return UpstreamStatusError(f"upstream error {status}: {message}", status=502)
+    return UpstreamStatusError(
+        f"upstream rejected the request ({status}): {message}", status=status
+    )

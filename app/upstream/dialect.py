@@ -1,0 +1,161 @@
+"""The one small interface every upstream dialect implements.
+
+A dialect turns a ``Prompt`` (the exact ids, as ready-made JSON text) plus sampling parameters
+into the upstream's HTTP request, and the upstream's replies (one JSON object per stream event,
+or one whole response) into ``Generated`` pieces of output text.  Dialects whose upstream
+answers in OpenAI chat form already (vLLM chat) set ``chat_native`` and their replies are
+passed through.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+_IDS_PLACEHOLDER = "\x00toksplice-ids\x00"
+_IDS_PLACEHOLDER_JSON = orjson.dumps(_IDS_PLACEHOLDER)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """What is sent upstream: ``ids_json`` is ``b"1,2,3"``; ``text`` the rendered transcript,
+    sent instead of ids only when the startup alignment check failed (``as_text``)."""
+
+    ids_json: bytes
+    n_ids: int
+    text: str
+    as_text: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling parameters in OpenAI terms; None means "the upstream's default"."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Upstream-specific fields passed through as given (``top_k``, ``min_p``, ...)."""
+
+    def openai_fields(self) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "stop": self.stop or None,
+            "seed": self.seed,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "logit_bias": self.logit_bias,
+        }
+        return {k: v for k, v in values.items() if v is not None} | self.extra
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
+
+
+@dataclass(frozen=True, slots=True)
+class Generated:
+    """A piece of model output: text, and on the last piece the finish reason and usage."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    token_ids: tuple[int, ...] = ()
+    """Output ids for tokens-out upstreams; the caller detokenizes them."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    model: str
+    prompt: Prompt
+    sampling: Sampling
+    stream: bool
+    chat_body: dict[str, Any] | None = None
+    """The client's chat request, for dialects that forward it (vLLM chat)."""
+
+
+class Dialect(ABC):
+    """How one kind of upstream takes token ids and answers."""
+
+    name: str
+    chat_native = False
+    tokens_out = False
+    cumulative_text = False
+    """Each streamed event repeats all text so far (SGLang) instead of only the new part."""
+
+    @abstractmethod
+    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+        """(path, JSON body) of the generation request."""
+
+    @abstractmethod
+    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+        """One streamed event's output."""
+
+    def response(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+        """The output of a whole (non-streamed) response."""
+        return self.event(payload, prompt_tokens)
+
+    @abstractmethod
+    def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
+        """(path, body) asking the upstream to tokenize ``text`` as a prompt."""
+
+    def tokenize_response(self, payload: dict[str, Any]) -> list[int]:
+        return [int(t) for t in payload["tokens"]]
+
+
+def with_ids(fields: dict[str, Any], prompt: Prompt, *path: str) -> bytes:
+    """JSON of ``fields`` with the prompt's ids (or text) placed at key ``path``.
+
+    The ids are spliced in as ready-made JSON text; the placeholder goes first in its object,
+    so the first occurrence in the output is ours whatever the other fields contain.
+    """
+    value: Any = prompt.text if prompt.as_text else _IDS_PLACEHOLDER
+    body = orjson.dumps(_first(fields, path, value))
+    if prompt.as_text:
+        return body
+    return body.replace(_IDS_PLACEHOLDER_JSON, b"[" + prompt.ids_json + b"]", 1)
+
+
+def _first(fields: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of ``fields`` with ``value`` at ``path``, each key on the path put first."""
+    head, *rest = path
+    inner = _first(dict(fields.get(head) or {}), tuple(rest), value) if rest else value
+    return {head: inner, **{k: v for k, v in fields.items() if k != head}}
+
+
+def usage_of(payload: dict[str, Any], prompt_tokens: int) -> Usage | None:
+    """OpenAI-style ``usage`` (with llama.cpp/vLLM ``prompt_tokens_details``), if present.
+    ``prompt_tokens`` is always the number of ids we sent."""
+    usage = payload.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        prompt_tokens,
+        int(usage.get("completion_tokens") or 0),
+        int(cached) if cached is not None else None,
+    )

@@ -1,0 +1,49 @@
+"""SGLang's native ``/generate`` API with ``input_ids``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from app.upstream.dialect import Dialect, Generated, UpstreamCall, Usage, with_ids
+
+
+class SglangGenerate(Dialect):
+    """SGLang ``POST /generate`` with ``input_ids``; streamed ``text`` is cumulative."""
+
+    name = "sglang"
+    cumulative_text = True
+
+    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+        s = call.sampling
+        params = {
+            "max_new_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "stop": s.stop or None,
+            "presence_penalty": s.presence_penalty,
+            "frequency_penalty": s.frequency_penalty,
+            "sampling_seed": s.seed,
+        }
+        sampling = {k: v for k, v in params.items() if v is not None} | s.extra
+        fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
+        key = "text" if call.prompt.as_text else "input_ids"
+        return "/generate", with_ids(fields, call.prompt, key)
+
+    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+        meta = payload.get("meta_info") or {}
+        finish = meta.get("finish_reason")
+        reason = None
+        if isinstance(finish, dict):
+            reason = "length" if finish.get("type") == "length" else "stop"
+        usage = None
+        if reason is not None:
+            usage = Usage(
+                prompt_tokens, int(meta.get("completion_tokens") or 0), meta.get("cached_tokens")
+            )
+        return Generated(text=payload.get("text") or "", finish_reason=reason, usage=usage)
+
+    def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
+        body = {"model": model, "prompt": text, "add_special_tokens": False}
+        return "/tokenize", orjson.dumps(body)

@@ -1,0 +1,69 @@
+"""vLLM's three ways of taking token ids (see ../shared/design/UPSTREAMS.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from app.upstream.dialect import Generated, UpstreamCall, usage_of, with_ids
+from app.upstream.llamacpp import LlamaCppCompletions
+
+
+class VllmCompletions(LlamaCppCompletions):
+    """``POST /v1/completions`` with ``prompt: [ids]``: OpenAI completions, like llama.cpp's."""
+
+    name = "vllm-completions"
+
+    def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
+        body = {"model": model, "prompt": text, "add_special_tokens": False}
+        return "/tokenize", orjson.dumps(body)
+
+
+class VllmChat(VllmCompletions):
+    """``POST /v1/chat/completions`` with the ids in ``kv_transfer_params.prompt_token_ids``.
+
+    vLLM keeps its own tool-call and reasoning parsing, so its chat chunks pass through.
+    """
+
+    name = "vllm-chat"
+    chat_native = True
+
+    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+        fields = dict(call.chat_body or {})
+        fields["model"] = call.model
+        if call.prompt.as_text:
+            return "/v1/chat/completions", orjson.dumps(fields)
+        return "/v1/chat/completions", with_ids(
+            fields, call.prompt, "kv_transfer_params", "prompt_token_ids"
+        )
+
+    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+        raise NotImplementedError("vLLM chat replies are passed through, not parsed")
+
+
+class VllmGenerate(VllmCompletions):
+    """``POST /inference/v1/generate``: token ids in, token ids out (detokenized by us)."""
+
+    name = "vllm-generate"
+    tokens_out = True
+
+    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+        sampling = call.sampling.openai_fields()
+        fields: dict[str, Any] = {
+            "model": call.model,
+            "stream": call.stream,
+            "sampling_params": sampling,
+        }
+        if call.prompt.as_text:
+            raise ValueError("vLLM's generate API takes token ids only")
+        return "/inference/v1/generate", with_ids(fields, call.prompt, "token_ids")
+
+    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+        choice = (payload.get("choices") or [{}])[0]
+        ids = tuple(int(t) for t in choice.get("token_ids") or ())
+        return Generated(
+            token_ids=ids,
+            finish_reason=choice.get("finish_reason"),
+            usage=usage_of(payload, prompt_tokens),
+        )

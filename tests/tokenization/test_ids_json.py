@@ -1,0 +1,55 @@
+"""IdsJson: spliced JSON equals a fresh serialisation, whatever changed between calls."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.tokenization.ids_json import IdsJson, IdsJsonCache
+
+id_lists = st.lists(st.integers(0, 2_000_000_000), max_size=60)
+
+
+def _ids(values: list[int]) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32)
+
+
+def _check(result: IdsJson, values: list[int]) -> None:
+    assert json.loads(b"[" + result.text + b"]") == values
+    starts = [0, *(int(e) + 1 for e in result.ends[:-1])][: len(values)]
+    assert [int(result.text[s:e]) for s, e in zip(starts, result.ends, strict=True)] == values
+
+
+@given(id_lists)
+def test_fresh_serialisation(values: list[int]) -> None:
+    _check(IdsJson.of(_ids(values)), values)
+
+
+@settings(max_examples=400)
+@given(id_lists, id_lists, id_lists, id_lists)
+def test_splice_equals_fresh(
+    head: list[int], old_mid: list[int], new_mid: list[int], tail: list[int]
+) -> None:
+    old = head + old_mid + tail
+    new = head + new_mid + tail
+    _check(IdsJson.of(_ids(old)).spliced(_ids(new)), new)
+
+
+@given(st.lists(id_lists, min_size=1, max_size=6))
+def test_cache_over_a_growing_session(calls: list[list[int]]) -> None:
+    cache = IdsJsonCache(max_bytes=1 << 20)
+    values: list[int] = []
+    for k, extra in enumerate(calls):
+        values = (values[1:] if k % 3 == 2 else values) + extra
+        _check(cache.json_for("t/s", _ids(values)), values)
+
+
+def test_cache_evicts_to_its_budget() -> None:
+    cache = IdsJsonCache(max_bytes=2_000)
+    for k in range(50):
+        cache.json_for(f"t/{k}", _ids(list(range(40))))
+    stats = cache.stats()
+    assert 0 < stats["bytes"] <= 2_000 and stats["sessions"] < 50
