@@ -5,7 +5,7 @@
     ├── TokenizerSpecError      a tokenizer.json that cannot be loaded or is not supported at all
     ├── TemplateError           a chat template that cannot be loaded, or raised while rendering
     ├── RequestError            the client's request is wrong (HTTP 4xx; ``status`` says which)
-    │   ├── BadRequestError         400: malformed JSON, invalid fields, content the model can't take
+    │   ├── BadRequestError         400: malformed JSON, bad fields, content the model lacks
     │   ├── AuthenticationError     401
     │   ├── NotFoundError           404: unknown model or route
     │   └── PayloadTooLargeError    413: body over the configured limit

@@ -1,16 +1,19 @@
-"""Shared fixtures: the real tokenizers of ASSETS.md, fetched once per session."""
+"""Shared fixtures: the real tokenizers of ASSETS.md, fetched once per session, and a real
+llama.cpp upstream serving SmolLM2 from its GGUF."""
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
 from app import assets as app_assets
+from app.local_upstream import LocalLlamaServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,3 +42,21 @@ def reference(assets: dict[str, Path]) -> Callable[[str], Tokenizer]:
         return Tokenizer.from_file(str(assets[name]))
 
     return load
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(assets: dict[str, Path]) -> Path:
+    """The folder with SmolLM2's rebuilt ``tokenizer.json``, ``tokenizer_config.json`` and GGUF."""
+    return assets["smollm2"].parent
+
+
+@pytest.fixture(scope="session")
+def llama_server(assets: dict[str, Path]) -> Iterator[LocalLlamaServer]:
+    """A llama.cpp server on 127.0.0.1 serving SmolLM2 (2 slots of 4,096 tokens, 1 thread).
+
+    Skips only when xllamacpp is not installed; a server that fails to start fails the test.
+    """
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("xllamacpp is not installed (pip install -e '.[dev]'): no local llama.cpp")
+    with LocalLlamaServer(assets["smollm2_gguf"]) as server:
+        yield server

@@ -5,8 +5,8 @@ callers never share a session.  The conversation comes from the client when it s
 (``X-Session-Id``, Claude Code's ``X-Claude-Code-Session-Id``, OpenAI's ``prompt_cache_key``),
 else from a digest of the conversation's first user message, which stays put while an agent
 session grows (the system prompt may not: Claude Code's changes every call).  Two
-conversations that open with the same request share a key: ids stay exact (every call is checked against the stored text), they
-only repair from each other's state.
+conversations that open with the same request share a key: ids stay exact (every call is
+checked against the stored text), they only repair from each other's state.
 """
 
 from __future__ import annotations

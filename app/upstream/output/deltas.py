@@ -21,14 +21,13 @@ class ToolCallDelta:
     name: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        function: dict[str, Any] = {"arguments": self.arguments}
         out: dict[str, Any] = {"index": self.index}
         if self.id is not None:
-            out["id"] = self.id
-            out["type"] = "function"
+            out |= {"id": self.id, "type": "function"}
         if self.name is not None:
-            function = {"name": self.name, **function}
-        out["function"] = function
+            out["function"] = {"name": self.name, "arguments": self.arguments}
+        else:
+            out["function"] = {"arguments": self.arguments}
         return out
 
 

@@ -6,7 +6,8 @@ States, in the order output can walk them::
       └───── anything else ─────────────────────▶ CONTENT ──<tool_call>──▶ TOOL
 
 Text is emitted as soon as it cannot be part of a tag; a tail that could still grow into one
-is held until the next piece (or ``finish``) decides. A tool-call block is held whole and
+is held until the next piece (or ``finish``) decides, and so is whitespace opening a content
+segment while a tool call may follow (it is then layout). A tool-call block is held whole and
 emitted at its closing tag, as one delta with id, name and complete arguments: only then is
 it known to be a tool call at all, and a delta once sent cannot be taken back.
 """
