@@ -2,8 +2,8 @@
 
 States, in the order output can walk them::
 
-    START ──<think>──▶ REASONING ──</think>──▶ CONTENT ◀──</tool_call>── TOOL
-      └───── anything else ─────────────────────▶ CONTENT ──<tool_call>──▶ TOOL
+    START ──<think>──▶ REASONING ──</think>──▶ CONTENT ⇄ TOOL  (<tool_call> … </tool_call>)
+      └───────────── anything else ──────────────▶ CONTENT
 
 Text is emitted as soon as it cannot be part of a tag; a tail that could still grow into one
 is held until the next piece (or ``finish``) decides, and so is whitespace opening a content

@@ -175,6 +175,13 @@ def test_partial_tags_are_held_until_resolved() -> None:
     assert parser.finish() == []
 
 
+def test_whitespace_after_think_waits_to_see_whether_a_tool_call_follows() -> None:
+    parser = hermes()
+    assert parser.feed("<think>r</think>\n\n") == [ChatDelta(reasoning_content="r")]
+    assert parser.feed("Hi") == [ChatDelta(content="\n\nHi")]
+    assert parser.feed("\n") == [ChatDelta(content="\n")]  # mid-segment: no wait
+
+
 def test_text_without_tags_streams_at_once() -> None:
     parser = make_parser(reasoning=False, tool_format=None)
     for chunk in ["Hello", " <tool_", "call>", " 🌍"]:
