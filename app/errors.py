@@ -99,3 +99,5 @@ class UpstreamStatusError(UpstreamError):
     def __init__(self, message: str, *, status: int) -> None:
         super().__init__(message)
         self.status = status
+        if status < 500:
+            self.kind = "invalid_request_error"

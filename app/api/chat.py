@@ -27,9 +27,9 @@ async def chat_completions(request: Request) -> Response:
     prepared = await service.prepare(chat, caller_of(request.headers, body), timings)
     if not chat.stream:
         reply = await service.complete(prepared)
-        return json_response(reply, headers={"server-timing": timings.server_timing()})
+        return json_response(reply, headers=prepared.headers())
     try:
         stream = await primed(service.stream(prepared))
     except TokspliceError as exc:
         return error_response(exc)
-    return sse_response(stream, headers={"server-timing": timings.server_timing()})
+    return sse_response(stream, headers=prepared.headers())

@@ -112,10 +112,11 @@ def prepare_messages(
     """
     if not messages:
         raise BadRequestError("messages must not be empty", param="messages")
-    return [_prepare(i, m, content_format) for i, m in enumerate(messages)]
+    return [prepare_message(i, m, content_format) for i, m in enumerate(messages)]
 
 
-def _prepare(index: int, message: Mapping[str, Any], fmt: ContentFormat) -> dict[str, Any]:
+def prepare_message(index: int, message: Mapping[str, Any], fmt: ContentFormat) -> dict[str, Any]:
+    """The template's view of ``messages[index]``."""
     where = f"messages[{index}]"
     if not isinstance(message, Mapping):
         raise BadRequestError(f"{where} must be an object", param=where)

@@ -12,7 +12,13 @@ import jinja2
 from app.errors import BadRequestError, TemplateError
 from app.rendering import loading
 from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
-from app.rendering.messages import ContentFormat, detect_content_format, prepare_messages
+from app.rendering.memo import RenderCache, SessionMemo, bind, plan_loops
+from app.rendering.messages import (
+    ContentFormat,
+    detect_content_format,
+    prepare_message,
+    prepare_messages,
+)
 
 Message = Mapping[str, Any]
 
@@ -29,11 +35,16 @@ class _Variant:
         self.source = source
         try:
             self.template = env.from_string(source)
-            self.content_format: ContentFormat = detect_content_format(env.parse(source))
+            root = env.parse(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"chat template {name!r} does not compile (line {exc.lineno}): {exc.message}"
             ) from None
+        self.content_format: ContentFormat = detect_content_format(root)
+        rewritten, self.plans = plan_loops(env, root)
+        self.memo_template = env.template_class.from_code(
+            env, env.compile(rewritten), env.make_globals(None)
+        ) if self.plans else None
 
 
 class ChatTemplate:
@@ -117,8 +128,14 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         documents: Sequence[Mapping[str, Any]] | None = None,
+        cache: RenderCache | None = None,
+        session: str | None = None,
     ) -> str:
         """The prompt text for OpenAI-style ``messages``.
+
+        With a ``cache`` and a ``session`` key (the conversation id), the iterations of the
+        template's memoizable loops are replayed from that session's previous calls; the
+        result is identical to a fresh render (see ``app.rendering.memo``).
 
         ``chat_template_kwargs`` are extra template variables (``enable_thinking`` ...); one
         that would rebind ``messages``, ``tools``, ``documents``, ``add_generation_prompt``,
@@ -129,9 +146,19 @@ class ChatTemplate:
         ``TemplateError``. Inputs must be plain JSON data (as parsed from a request body).
         """
         variant = self._variant(tools is not None)
-        context = self._context(variant, messages, tools, add_generation_prompt,
-                                chat_template_kwargs, documents)
-        return _run(variant, context)
+        if cache is None or session is None or variant.memo_template is None:
+            context = self._context(variant, messages, tools, add_generation_prompt,
+                                    chat_template_kwargs, documents, None)
+            return _run(variant, variant.template, context)
+        memo = cache.session(f"{id(self)}:{variant.name}:{session}")
+        with memo.lock:
+            context = self._context(variant, messages, tools, add_generation_prompt,
+                                    chat_template_kwargs, documents, memo)
+            bind(context, variant.plans, memo)
+            try:
+                return _run(variant, variant.memo_template, context)
+            finally:
+                cache.account(memo)
 
     def _context(
         self,
@@ -141,6 +168,7 @@ class ChatTemplate:
         add_generation_prompt: bool,
         kwargs: Mapping[str, Any] | None,
         documents: Sequence[Mapping[str, Any]] | None,
+        memo: SessionMemo | None,
     ) -> dict[str, Any]:
         kwargs = kwargs or {}
         clash = sorted(key for key in kwargs if key in self._reserved)
@@ -149,19 +177,24 @@ class ChatTemplate:
                 f"chat_template_kwargs may not set {', '.join(clash)}",
                 param="chat_template_kwargs",
             )
+        fmt = variant.content_format
+        if memo is None or not messages:
+            prepared = prepare_messages(messages, fmt)
+        else:
+            prepared = memo.prepare(messages, fmt, lambda i, m: prepare_message(i, m, fmt))
         return {
             **self._special_tokens,
             **kwargs,
-            "messages": prepare_messages(messages, variant.content_format),
+            "messages": prepared,
             "tools": None if tools is None else list(tools),
             "documents": None if documents is None else list(documents),
             "add_generation_prompt": add_generation_prompt,
         }
 
 
-def _run(variant: _Variant, context: dict[str, Any]) -> str:
+def _run(variant: _Variant, template: jinja2.Template, context: dict[str, Any]) -> str:
     try:
-        return variant.template.render(context)
+        return template.render(context)
     except TemplateRaised as exc:
         raise TemplateError(str(exc.message)) from None
     except Exception as exc:

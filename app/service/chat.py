@@ -49,6 +49,7 @@ class Timings:
         return self.upstream_sent - self.received
 
     def server_timing(self) -> str:
+        """The ``Server-Timing`` header: render, tokenize and proxy-added milliseconds."""
         return (
             f"render;dur={self.render_s * 1e3:.3f}, tokenize;dur={self.tokenize_s * 1e3:.3f}, "
             f"proxy;dur={self.proxy_added * 1e3:.3f}"
@@ -63,6 +64,16 @@ class PreparedChat:
     starts_in_reasoning: bool
     timings: Timings
     key: str = field(default="")
+
+    def headers(self) -> dict[str, str]:
+        """Response headers that say how the prompt was tokenized and what it cost."""
+        enc = self.encoding
+        return {
+            "server-timing": self.timings.server_timing(),
+            "x-toksplice-route": enc.route,
+            "x-toksplice-prompt-tokens": str(len(enc.ids)),
+            "x-toksplice-reused-tokens": str(enc.reused_tokens),
+        }
 
 
 @dataclass(frozen=True, slots=True)

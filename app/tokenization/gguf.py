@@ -19,7 +19,9 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+from app.tokenization import convert
 
 __all__ = [
     "GGUFError",
@@ -128,18 +130,25 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         raise GGUFError(f"{path}: cannot read GGUF metadata: {exc}") from exc
 
 
-def _pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
+def _pre_tokenizer(pre: str, missing_bytes: str) -> pre_tokenizers.PreTokenizer:
     """HF's equivalent of llama.cpp's regexes for ``tokenizer.ggml.pre``.
 
     llama.cpp gives "gpt2" the GPT-2 pattern and "smollm" (like "codeshell", "exaone",
-    "minerva") ``\\p{N}`` first, then the GPT-2 pattern: one digit per piece.
+    "minerva") ``\\p{N}`` first, then the GPT-2 pattern: one digit per piece. A byte without a
+    token (``missing_bytes``, as byte-level characters) stays a symbol in llama.cpp's BPE, so
+    no merge spans it, and is then dropped; HF would drop it first and merge its neighbours,
+    so a last step removes those characters and cuts the piece there.
     """
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    steps: list[pre_tokenizers.PreTokenizer] = []
     if pre in ("smollm", "codeshell", "exaone", "minerva"):
-        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    if pre == "gpt2":
-        return byte_level
-    raise GGUFError(f"tokenizer.ggml.pre {pre!r} has no known HF pre-tokenizer here")
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
+    elif pre != "gpt2":
+        raise GGUFError(f"tokenizer.ggml.pre {pre!r} has no known HF pre-tokenizer here")
+    steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+    if missing_bytes:
+        escaped = "".join("\\" + c if c in "[]\\^-" else c for c in missing_bytes)
+        steps.append(pre_tokenizers.Split(Regex(f"[{escaped}]"), behavior="removed"))
+    return steps[0] if len(steps) == 1 else pre_tokenizers.Sequence(steps)
 
 
 def _require(meta: dict[str, Any], key: str, kind: type) -> Any:
@@ -174,7 +183,10 @@ def _build(meta: dict[str, Any]) -> Tokenizer:
         pairs.append((left, right))
 
     tokenizer = Tokenizer(models.BPE(vocab, pairs))
-    tokenizer.pre_tokenizer = _pre_tokenizer(_require(meta, "tokenizer.ggml.pre", str))
+    missing = "".join(c for c in convert.bytes_to_unicode().values() if c not in vocab)
+    if any(c in merge for merge in merges for c in missing):
+        raise GGUFError("a merge spans a byte that has no token: llama.cpp's BPE differs from HF's")
+    tokenizer.pre_tokenizer = _pre_tokenizer(_require(meta, "tokenizer.ggml.pre", str), missing)
     tokenizer.decoder = decoders.ByteLevel()
     added = [
         AddedToken(text, special=kind != TokenType.USER_DEFINED, normalized=False)

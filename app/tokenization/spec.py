@@ -10,6 +10,7 @@ differential tests; anything else is reported with the reason and takes the full
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,11 @@ def _family(node: Any) -> tuple[str | None, str | None]:
     if kind != "Sequence":
         return None, f"pre-tokenizer {kind} has no proven cut rules"
     steps = list(node.get("pretokenizers") or [])
+    if len(steps) > 1 and _drops_single_characters(steps[-1]):
+        # Dropping characters wherever they stand only splits pieces further, the same way in
+        # any context: every cut stable without it stays stable (GGUF vocabularies that lack
+        # some byte tokens, where llama.cpp drops those bytes).
+        steps = steps[:-1]
     if not steps or steps[-1].get("type") != "ByteLevel":
         return None, "pre-tokenizer Sequence does not end in ByteLevel"
     last = steps[-1]
@@ -188,6 +194,18 @@ def _family(node: Any) -> tuple[str | None, str | None]:
     if family is None:
         return None, "Split regex is not one of the proven families"
     return family, None
+
+
+def _drops_single_characters(step: Mapping[str, Any]) -> bool:
+    """A ``Split`` that removes every character of one bracketed character class."""
+    pattern = step.get("pattern", {}).get("Regex")
+    return (
+        step.get("type") == "Split"
+        and step.get("behavior") == "Removed"
+        and not step.get("invert")
+        and isinstance(pattern, str)
+        and re.fullmatch(r"\[[^\[\]\\^-]+\]", pattern) is not None
+    )
 
 
 def _gpt2_byte_level(node: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -120,4 +120,5 @@ MARKUPS: dict[str, Markup] = {
     "gpt2": _plain("gpt2"),
     "cl100k": _plain("cl100k"),
     "o200k": _plain("o200k"),
+    "smollm2": replace(_CHATML, name="smollm2"),
 }

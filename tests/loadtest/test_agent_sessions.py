@@ -61,7 +61,7 @@ def _last_user_start(key: str, text: str) -> int:
 
 
 def test_markup_presets() -> None:
-    assert set(MARKUPS) == {"qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k"}
+    assert set(MARKUPS) == {"qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"}
     q = MARKUPS["qwen3"]
     assert q.start("user") == "<|im_start|>user\n"
     assert q.end == "<|im_end|>\n"

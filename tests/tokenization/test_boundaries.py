@@ -18,7 +18,7 @@ from app.tokenization.boundaries import CutRules, trie_pattern
 from app.tokenization.spec import load_spec
 from tests.adversarial import texts
 
-FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k"]
+FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
 
 
 def _ids(tok: Tokenizer, text: str) -> list[int]:

@@ -17,7 +17,7 @@ from app.errors import InvalidTextError
 from app.tokenization import SessionTokenizer
 from tests.adversarial import grown_texts
 
-FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k"]
+FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
 
 
 def _ids(tok: Tokenizer, text: str, special: bool = False) -> list[int]:

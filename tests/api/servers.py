@@ -1,0 +1,125 @@
+"""Real HTTP on 127.0.0.1 for end-to-end tests: an ASGI app in a uvicorn thread, a transport
+that records what the proxy sends upstream, and a scriptable stand-in upstream for faults."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """Serve ``app`` on a free 127.0.0.1 port in a thread; yields its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("test server did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """Real HTTP, and a copy of every request body the proxy sent upstream."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        if body:
+            self.sent.append((request.url.path, orjson.loads(body)))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def prompts(self, path: str = "/v1/completions") -> list[Any]:
+        return [body["prompt"] for p, body in self.sent if p == path]
+
+
+@dataclass
+class StubUpstream:
+    """A stand-in OpenAI-completions upstream whose answers a test scripts.
+
+    ``pieces`` are streamed as completion chunks; ``mode`` injects a fault: "ok", "error500",
+    "error400", "stall" (never answers), "die" (drops the connection after two pieces),
+    "slow" (one piece every 50 ms, forever). ``tokenize`` answers /tokenize.
+    """
+
+    pieces: list[str] = field(default_factory=lambda: ["Hello", " there", "!"])
+    mode: str = "ok"
+    tokenize: Callable[[str], list[int]] = lambda text: []
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    cancelled_flag: threading.Event = field(default_factory=threading.Event)
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[
+            Route("/v1/completions", self._complete, methods=["POST"]),
+            Route("/tokenize", self._tokenize, methods=["POST"]),
+            Route("/health", lambda r: JSONResponse({"status": "ok"})),
+        ])
+
+    async def _tokenize(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        return JSONResponse({"tokens": self.tokenize(body["content"])})
+
+    async def _complete(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        self.requests.append(body)
+        if self.mode == "error500":
+            return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+        if self.mode == "error400":
+            return JSONResponse({"error": {"message": "prompt too long"}}, status_code=400)
+        if self.mode == "stall":
+            await asyncio.sleep(3600)
+        n_prompt = len(body["prompt"]) if isinstance(body["prompt"], list) else 0
+        if not body.get("stream"):
+            return JSONResponse({"choices": [{"text": "".join(self.pieces), "index": 0,
+                                              "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": n_prompt, "completion_tokens": 3,
+                                           "prompt_tokens_details": {"cached_tokens": 1}}})
+        return StreamingResponse(self._stream(n_prompt), media_type="text/event-stream")
+
+    async def _stream(self, n_prompt: int) -> AsyncIterator[bytes]:
+        try:
+            if self.mode == "slow":
+                while True:
+                    yield _chunk({"choices": [{"text": "x", "finish_reason": None}]})
+                    await asyncio.sleep(0.05)
+            for k, piece in enumerate(self.pieces):
+                if self.mode == "die" and k == 2:
+                    raise RuntimeError("upstream died mid-stream")
+                yield _chunk({"choices": [{"text": piece, "index": 0, "finish_reason": None}]})
+            yield _chunk({"choices": [{"text": "", "index": 0, "finish_reason": "stop"}],
+                          "usage": {"prompt_tokens": n_prompt, "completion_tokens": 3}})
+            yield b"data: [DONE]\n\n"
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled_flag.set()
+            raise
+
+
+def _chunk(payload: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
