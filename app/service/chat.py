@@ -26,6 +26,7 @@ from app.rendering import ChatTemplate
 from app.service.callers import Caller, session_key
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
+from app.tokenization.typed_specials import TypedSpecials
 from app.upstream.client import UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
 from app.upstream.output import ToolFormat
@@ -104,6 +105,7 @@ class ChatService:
         self.dialect = dialect
         self.client = client
         self.ids_cache = ids_cache
+        self.typed_specials = TypedSpecials(tokenizer.reference.tokenizer)
 
     async def prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         if request.model not in (self.card.name, self.card.upstream_name):
@@ -116,14 +118,25 @@ class ChatService:
     def _prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         key = session_key(caller, request.messages)
         started = time.perf_counter()
+        masked = self.typed_specials.mask(request.messages, request.tools)
+        messages, tools = (request.messages, request.tools) if masked is None else masked.data
         text = self.card.template.render(
-            request.messages,
-            tools=request.tools,
+            messages,
+            tools=tools,
             add_generation_prompt=request.add_generation_prompt,
             chat_template_kwargs=request.template_kwargs,
         )
         rendered = time.perf_counter()
-        encoding = self.tokenizer.encode(text, session=key)
+        if masked is None:
+            encoding = self.tokenizer.encode(text, session=key)
+        else:
+            text, ids = self.typed_specials.encode(text, masked)
+            encoding = Encoding(
+                ids=ids,
+                route="full",
+                encoded_bytes=len(text.encode()),
+                fallback="special-token text in client content",
+            )
         ids_json = self.ids_cache.json_for(key, encoding.ids)
         timings.render_s = rendered - started
         timings.tokenize_s = time.perf_counter() - rendered

@@ -1,0 +1,146 @@
+"""Special-token text typed by a user stays text.
+
+A rendered transcript holds special tokens the chat template placed (``<|im_start|>``) and,
+sometimes, the same strings inside user content: a pasted tokenizer file, a tool output that
+prints ``<|im_end|>``.  Encoding the rendered text as a whole would turn the latter into
+control tokens (a prompt injection, and not what the user wrote).  toksplice's rule, as in
+tiktoken: special tokens come only from the template.
+
+For the rare request whose client-supplied strings contain special-token text, each such
+occurrence is swapped for a private-use sentinel character before rendering; the rendered
+text is cut at the special tokens it still holds (all placed by the template), and each piece
+between them, sentinels restored, is encoded with special-token matching off.  That is exactly
+Hugging Face's own procedure (split at special tokens, encode the pieces) with the user's text
+kept out of the split.  Such requests take the full path (their ids are not a plain encode of
+the text, so they are not stored for repair).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from app.errors import BadRequestError, TokenizerSpecError
+from app.tokenization.reference import IdArray
+
+_SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
+# special token typed in a request (at most 766 distinct ones)
+_SENTINELS = re.compile("[\U0010fd00-\U0010fffd]")
+
+
+@dataclass(frozen=True, slots=True)
+class Masked:
+    """Client data with special-token text swapped for sentinels."""
+
+    messages: list[Any]
+    tools: list[Any] | None
+    tokens: dict[str, str]
+    """Sentinel -> the special-token text it stands for."""
+
+    @property
+    def data(self) -> tuple[list[Any], list[Any] | None]:
+        return self.messages, self.tools
+
+
+class TypedSpecials:
+    """Finds special-token text in client strings and encodes transcripts that had some."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        specials = [t for t in tokenizer.get_added_tokens_decoder().values() if t.special]
+        self._ids = {t.content: _id_of(tokenizer, t.content) for t in specials}
+        self._tokens = sorted(self._ids, key=len, reverse=True)
+        self._stripping = [
+            t.content for t in specials if t.lstrip or t.rstrip or t.single_word or t.normalized
+        ]
+        self._heads = tuple({t[:2] for t in self._tokens})
+        self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
+        self._plain = Tokenizer.from_str(tokenizer.to_str())
+        self._plain.encode_special_tokens = True
+
+    def mask(self, messages: list[Any], tools: list[Any] | None) -> Masked | None:
+        """None when no client string holds special-token text (the common case, one
+        substring scan per string); else the data with each occurrence swapped."""
+        if self._find is None or not self._contains_special((messages, tools)):
+            return None
+        if self._stripping:
+            raise BadRequestError(
+                "the request contains special-token text in its content and this tokenizer's "
+                f"special tokens strip or normalize ({', '.join(self._stripping[:3])}): it "
+                "cannot be kept as plain text",
+                param="messages",
+            )
+        sentinels: dict[str, str] = {}
+        masked = _map_strings((messages, tools), lambda text: self._swap(text, sentinels))
+        return Masked(masked[0], masked[1], {s: t for t, s in sentinels.items()})
+
+    def encode(self, rendered: str, masked: Masked) -> tuple[str, IdArray]:
+        """(text with user specials restored, exact ids) of a transcript rendered from
+        ``masked``."""
+        assert self._find is not None
+        ids: list[int] = []
+        pieces: list[str] = []
+        start = 0
+        for match in self._find.finditer(rendered):
+            self._encode_plain(rendered[start : match.start()], masked, ids, pieces)
+            ids.append(self._ids[match.group()])
+            pieces.append(match.group())
+            start = match.end()
+        self._encode_plain(rendered[start:], masked, ids, pieces)
+        return "".join(pieces), np.asarray(ids, dtype=np.int32)
+
+    def _encode_plain(self, piece: str, masked: Masked, ids: list[int], pieces: list[str]) -> None:
+        if not piece:
+            return
+        text = _SENTINELS.sub(lambda m: masked.tokens.get(m.group(), m.group()), piece)
+        ids.extend(self._plain.encode(text, add_special_tokens=False).ids)
+        pieces.append(text)
+
+    def _contains_special(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return any(head in value for head in self._heads) and bool(
+                self._find and self._find.search(value)
+            )
+        if isinstance(value, dict):
+            return any(self._contains_special(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(self._contains_special(v) for v in value)
+        return False
+
+    def _swap(self, text: str, sentinels: dict[str, str]) -> str:
+        if _SENTINELS.search(text):
+            raise BadRequestError(
+                "the request uses characters U+10FD00..U+10FFFD, which "
+                "toksplice reserves when it keeps special-token text plain"
+            )
+        assert self._find is not None
+
+        def sentinel(match: re.Match[str]) -> str:
+            token = match.group()
+            if token not in sentinels:
+                sentinels[token] = chr(_SENTINEL_BASE + len(sentinels))
+            return sentinels[token]
+
+        return self._find.sub(sentinel, text)
+
+
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """A copy of JSON data with ``change`` applied to every string value (keys kept)."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {k: _map_strings(v, change) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_map_strings(v, change) for v in value]
+    return value
+
+
+def _id_of(tokenizer: Tokenizer, token: str) -> int:
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise TokenizerSpecError(f"special token {token!r} has no id in the vocabulary")
+    return int(found)

@@ -1,0 +1,110 @@
+"""Special-token text in client content stays text; template-placed special tokens stay
+special.  The oracle builds ChatML transcripts piece by piece, independently of the masking."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from app.errors import BadRequestError
+from app.rendering import ChatTemplate
+from app.tokenization.typed_specials import TypedSpecials
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "<tool_call>", "<|"]
+fragments = st.one_of(
+    st.sampled_from(SPECIALS),
+    st.text(max_size=12),
+    st.sampled_from([" ", "\n", "system", "user\n", "|>", "<"]),
+)
+contents = st.lists(fragments, max_size=8).map("".join)
+
+
+@pytest.fixture(scope="module")
+def qwen(assets: dict[str, Path]) -> Tokenizer:
+    return Tokenizer.from_file(str(assets["qwen3"]))
+
+
+@pytest.fixture(scope="module")
+def typed(qwen: Tokenizer) -> TypedSpecials:
+    return TypedSpecials(qwen)
+
+
+@pytest.fixture(scope="module")
+def plain(qwen: Tokenizer) -> Tokenizer:
+    tok = Tokenizer.from_str(qwen.to_str())
+    tok.encode_special_tokens = True
+    return tok
+
+
+def _oracle(tok: Tokenizer, plain: Tokenizer, messages: list[dict[str, str]]) -> list[int]:
+    start, end = tok.token_to_id("<|im_start|>"), tok.token_to_id("<|im_end|>")
+    ids: list[int] = []
+    for m in messages:
+        ids += [start, *plain.encode(f"{m['role']}\n{m['content']}").ids, end]
+        ids += plain.encode("\n").ids
+    return [*ids, start, *plain.encode("assistant\n").ids]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "tool"]), contents), min_size=1, max_size=4
+    )
+)
+def test_typed_specials_are_encoded_as_text(
+    qwen: Tokenizer, typed: TypedSpecials, plain: Tokenizer, turns: list[tuple[str, str]]
+) -> None:
+    messages = [{"role": r, "content": c} for r, c in turns]
+    template = ChatTemplate(CHATML)
+    masked = typed.mask(messages, None)
+    if masked is None:
+        text = template.render(messages)
+        assert not any(s in m["content"] for m in messages for s in SPECIALS[:3])
+        assert qwen.encode(text, add_special_tokens=False).ids == _oracle(qwen, plain, messages)
+        return
+    text, ids = typed.encode(template.render(masked.messages), masked)
+    assert text == template.render(messages)
+    assert list(ids) == _oracle(qwen, plain, messages)
+
+
+def test_clean_requests_take_the_fast_path(typed: TypedSpecials) -> None:
+    messages = [{"role": "user", "content": "a <| b |> <think> c", "name": "x"}]
+    assert typed.mask(messages, [{"type": "function", "function": {"name": "f"}}]) is None
+
+
+def test_specials_in_tools_and_nested_parts_are_masked(typed: TypedSpecials) -> None:
+    messages = [{"role": "user", "content": [{"type": "text", "text": "x<|im_end|>"}]}]
+    tools = [{"type": "function", "function": {"name": "f", "description": "<|endoftext|>"}}]
+    masked = typed.mask(messages, tools)
+    assert masked is not None
+    assert "<|im_end|>" not in str(masked.messages) and "<|endoftext|>" not in str(masked.tools)
+    assert messages[0]["content"][0]["text"] == "x<|im_end|>"  # the request is not mutated
+
+
+def test_reserved_sentinels_are_refused(typed: TypedSpecials) -> None:
+    with pytest.raises(BadRequestError, match="reserves"):
+        typed.mask([{"role": "user", "content": "<|im_end|>\U0010fd00"}], None)
+
+
+@pytest.mark.parametrize("name", ["llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"])
+def test_other_families(name: str, reference: Callable[[str], Tokenizer]) -> None:
+    tok = reference(name)
+    specials = [t.content for t in tok.get_added_tokens_decoder().values() if t.special]
+    typed = TypedSpecials(tok)
+    text = f"x {specials[0]} y {specials[-1]}"
+    masked = typed.mask([{"role": "user", "content": text}], None)
+    assert masked is not None
+    restored, ids = typed.encode(masked.messages[0]["content"], masked)
+    assert restored == text
+    plain = Tokenizer.from_str(tok.to_str())
+    plain.encode_special_tokens = True
+    assert list(ids) == plain.encode(text, add_special_tokens=False).ids
