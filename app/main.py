@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from app.api import chat, errors, models
 from app.config import Settings
 from app.errors import TemplateError
-from app.rendering import ChatTemplate
+from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
 from app.tokenization import SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
@@ -46,10 +46,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 
 async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
-    # Session state: 3/4 of the budget for text+ids+offsets, 1/4 for the cached id JSON.
-    tokenizer = SessionTokenizer.from_file(
-        settings.tokenizer_file, store_bytes=settings.store_bytes * 3 // 4
-    )
+    # Session state: half of the budget for text+ids+offsets, a quarter each for the cached
+    # id JSON and the render memo.
+    budget = settings.store_bytes
+    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget // 2)
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model
@@ -86,7 +86,8 @@ async def _build_service(settings: Settings, client: UpstreamClient) -> ChatServ
         tokenizer=tokenizer,
         dialect=dialect,
         client=client,
-        ids_cache=IdsJsonCache(settings.store_bytes // 4),
+        ids_cache=IdsJsonCache(budget // 4),
+        render_cache=RenderCache(max_chars=budget // 4),
     )
 
 

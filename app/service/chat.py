@@ -22,7 +22,7 @@ from app.errors import NotFoundError, TokspliceError
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.openai_chat import ChatRequest
 from app.protocol.sse import DONE, sse_data
-from app.rendering import ChatTemplate
+from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
@@ -99,12 +99,14 @@ class ChatService:
         dialect: Dialect,
         client: UpstreamClient,
         ids_cache: IdsJsonCache,
+        render_cache: RenderCache,
     ) -> None:
         self.card = card
         self.tokenizer = tokenizer
         self.dialect = dialect
         self.client = client
         self.ids_cache = ids_cache
+        self.render_cache = render_cache
         self.typed_specials = TypedSpecials(tokenizer.reference.tokenizer)
 
     async def prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
@@ -125,6 +127,8 @@ class ChatService:
             tools=tools,
             add_generation_prompt=request.add_generation_prompt,
             chat_template_kwargs=request.template_kwargs,
+            cache=self.render_cache,
+            session=key,
         )
         rendered = time.perf_counter()
         if masked is None:
