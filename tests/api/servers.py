@@ -4,6 +4,7 @@ that records what the proxy sends upstream, and a scriptable stand-in upstream f
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -23,7 +24,8 @@ from starlette.routing import Route
 @contextmanager
 def serving(app: Any) -> Iterator[str]:
     """Serve ``app`` on a free 127.0.0.1 port in a thread; yields its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -38,6 +40,14 @@ def serving(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+def closed_port_url() -> str:
+    """A 127.0.0.1 URL on which nothing listens (the port was free a moment ago)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
@@ -62,18 +72,22 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
 @dataclass
 class StubUpstream:
-    """A stand-in OpenAI-completions upstream whose answers a test scripts.
+    """A stand-in OpenAI-completions upstream (llama.cpp / vLLM ``/v1/completions``) whose
+    answers a test scripts.
 
     ``pieces`` are streamed as completion chunks; ``mode`` injects a fault: "ok", "error500",
     "error400", "stall" (never answers), "die" (drops the connection after two pieces),
-    "slow" (one piece every 50 ms, forever). ``tokenize`` answers /tokenize.
+    "slow" (one piece every 50 ms, forever). ``tokenize`` answers /tokenize (None: 404).
+    Use ``serve()``: it releases stalled and endless handlers before the server stops.
     """
 
     pieces: list[str] = field(default_factory=lambda: ["Hello", " there", "!"])
     mode: str = "ok"
-    tokenize: Callable[[str], list[int]] = lambda text: []
+    tokenize: Callable[[str], list[int]] | None = lambda text: []
     requests: list[dict[str, Any]] = field(default_factory=list)
+    tokenized: list[str] = field(default_factory=list)
     cancelled_flag: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
 
     def app(self) -> Starlette:
         return Starlette(routes=[
@@ -82,9 +96,21 @@ class StubUpstream:
             Route("/health", lambda r: JSONResponse({"status": "ok"})),
         ])
 
+    @contextmanager
+    def serve(self) -> Iterator[str]:
+        with serving(self.app()) as url:
+            try:
+                yield url
+            finally:
+                self.released.set()
+
     async def _tokenize(self, request: Request) -> Response:
+        if self.tokenize is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         body = orjson.loads(await request.body())
-        return JSONResponse({"tokens": self.tokenize(body["content"])})
+        text = body.get("content", body.get("prompt"))
+        self.tokenized.append(text)
+        return JSONResponse({"tokens": self.tokenize(text)})
 
     async def _complete(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -94,7 +120,7 @@ class StubUpstream:
         if self.mode == "error400":
             return JSONResponse({"error": {"message": "prompt too long"}}, status_code=400)
         if self.mode == "stall":
-            await asyncio.sleep(3600)
+            await self._wait_released(3600)
         n_prompt = len(body["prompt"]) if isinstance(body["prompt"], list) else 0
         if not body.get("stream"):
             return JSONResponse({"choices": [{"text": "".join(self.pieces), "index": 0,
@@ -103,12 +129,18 @@ class StubUpstream:
                                            "prompt_tokens_details": {"cached_tokens": 1}}})
         return StreamingResponse(self._stream(n_prompt), media_type="text/event-stream")
 
+    async def _wait_released(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.released.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
     async def _stream(self, n_prompt: int) -> AsyncIterator[bytes]:
         try:
             if self.mode == "slow":
-                while True:
+                while not self.released.is_set():
                     yield _chunk({"choices": [{"text": "x", "finish_reason": None}]})
                     await asyncio.sleep(0.05)
+                return
             for k, piece in enumerate(self.pieces):
                 if self.mode == "die" and k == 2:
                     raise RuntimeError("upstream died mid-stream")
