@@ -11,7 +11,13 @@ from app.errors import TemplateError
 
 # The special tokens transformers passes to every template (``special_tokens_map``).
 SPECIAL_TOKEN_NAMES = (
-    "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
 )
 
 
@@ -38,8 +44,11 @@ def from_tokenizer_config(config: Mapping[str, Any] | str | Path) -> TemplateSou
     elif isinstance(raw, list):
         templates = {}
         for entry in raw:
-            if not (isinstance(entry, Mapping) and isinstance(entry.get("name"), str)
-                    and isinstance(entry.get("template"), str)):
+            if not (
+                isinstance(entry, Mapping)
+                and isinstance(entry.get("name"), str)
+                and isinstance(entry.get("template"), str)
+            ):
                 raise TemplateError("chat_template list entries need 'name' and 'template'")
             templates[entry["name"]] = entry["template"]
     else:

@@ -37,14 +37,29 @@ _PROBE_EVERY = 16  # a loop whose memo stopped paying off is retried every this 
 _STRIKES = 3
 # Loop attributes that change for every iteration when the list grows: keys would never hit.
 _SHIFTING = frozenset({"length", "revindex", "revindex0"})
-_LOOP_ATTRS = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length",
-                         "depth", "depth0"})
+_LOOP_ATTRS = frozenset(
+    {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0"}
+)
 _PURE_GLOBALS = frozenset({"raise_exception", "namespace", "dict", "range"})
 _IMPURE_FILTERS = frozenset({"random"})
-_FORBIDDEN = (nodes.Break, nodes.Continue, nodes.Macro, nodes.CallBlock, nodes.Include,
-              nodes.Import, nodes.FromImport, nodes.Extends, nodes.Block, nodes.Scope,
-              nodes.OverlayScope, nodes.ContextReference, nodes.DerivedContextReference,
-              nodes.ExtensionAttribute, nodes.ImportedName, nodes.InternalName)
+_FORBIDDEN = (
+    nodes.Break,
+    nodes.Continue,
+    nodes.Macro,
+    nodes.CallBlock,
+    nodes.Include,
+    nodes.Import,
+    nodes.FromImport,
+    nodes.Extends,
+    nodes.Block,
+    nodes.Scope,
+    nodes.OverlayScope,
+    nodes.ContextReference,
+    nodes.DerivedContextReference,
+    nodes.ExtensionAttribute,
+    nodes.ImportedName,
+    nodes.InternalName,
+)
 
 
 class Unkeyable(Exception):
@@ -74,8 +89,12 @@ def plan_loops(
             new_body.append(stmt)
             continue
         assert isinstance(stmt, nodes.For)
-        values = nodes.Dict([nodes.Pair(nodes.Const(name), nodes.Name(name, "load"))
-                             for name in plan.outer + tuple(n for n, _ in plan.indexed)])
+        values = nodes.Dict(
+            [
+                nodes.Pair(nodes.Const(name), nodes.Name(name, "load"))
+                for name in plan.outer + tuple(n for n, _ in plan.indexed)
+            ]
+        )
         k = nodes.Const(len(plans))
         call = nodes.Call(nodes.Name(RUNNER, "load"), [k, stmt.iter, values], [], None, None)
         gate = nodes.Call(nodes.Name(GATE, "load"), [k], [], None, None)
@@ -87,8 +106,12 @@ def plan_loops(
 
 
 def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
-    if loop.test is not None or loop.recursive or loop.else_ or not isinstance(
-            loop.target, nodes.Name):
+    if (
+        loop.test is not None
+        or loop.recursive
+        or loop.else_
+        or not isinstance(loop.target, nodes.Name)
+    ):
         return None
     reads = _Reads(loop.target.name)
     try:
@@ -98,8 +121,9 @@ def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
         return None
     if reads.lengths or reads.loop_attrs & _SHIFTING:
         return None  # every key changes whenever the conversation grows
-    indexed = tuple((name, tuple(sorted(reads.offsets[name])))
-                    for name in sorted(reads.index_only()))
+    indexed = tuple(
+        (name, tuple(sorted(reads.offsets[name]))) for name in sorted(reads.index_only())
+    )
     outer = tuple(sorted(reads.names - {n for n, _ in indexed} - set(env.globals)))
     body = nodes.Template(list(loop.body))
     body.set_environment(env)
@@ -164,9 +188,13 @@ class _Reads:
                 self.names.add(node.node.name)
                 self.visit(node.arg, outer_loop)
                 return
-        if (isinstance(node, nodes.Filter) and node.name == "length" and outer_loop
-                and isinstance(node.node, nodes.Name)
-                and node.node.name not in ("loop", self.target)):
+        if (
+            isinstance(node, nodes.Filter)
+            and node.name == "length"
+            and outer_loop
+            and isinstance(node.node, nodes.Name)
+            and node.node.name not in ("loop", self.target)
+        ):
             self.lengths.add(node.node.name)
             self.names.add(node.node.name)
             return
@@ -194,12 +222,19 @@ def _offset(arg: nodes.Node) -> tuple[str, int] | None:
     sign = 1 if isinstance(arg, nodes.Add) else -1 if isinstance(arg, nodes.Sub) else 0
     if isinstance(arg, nodes.BinExpr) and sign:
         base, const = arg.left, arg.right
-        if (isinstance(const, nodes.Const) and type(const.value) is int
-                and isinstance(base, nodes.Getattr) and _is_name(base.node, "loop")
-                and base.attr in ("index0", "index")):
+        if (
+            isinstance(const, nodes.Const)
+            and type(const.value) is int
+            and isinstance(base, nodes.Getattr)
+            and _is_name(base.node, "loop")
+            and base.attr in ("index0", "index")
+        ):
             return (base.attr, sign * const.value)
-    if isinstance(arg, nodes.Getattr) and _is_name(arg.node, "loop") and arg.attr in (
-            "index0", "index"):
+    if (
+        isinstance(arg, nodes.Getattr)
+        and _is_name(arg.node, "loop")
+        and arg.attr in ("index0", "index")
+    ):
         return (arg.attr, 0)
     return None
 
@@ -257,8 +292,9 @@ class SessionMemo:
         misses, _ = self.stats.get(k, (0, 0))
         self.stats[k] = (misses + 1 if rate < 0.5 else 0, 0)
 
-    def prepare(self, messages: Any, fmt: str,
-                prepare_one: Callable[[int, Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    def prepare(
+        self, messages: Any, fmt: str, prepare_one: Callable[[int, Any], dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Prepared messages, reusing the objects of earlier calls for unchanged messages."""
         out = []
         for i, message in enumerate(messages):
@@ -294,7 +330,8 @@ class RenderCache:
             memo = self._sessions.pop(key, None) or SessionMemo()
             self._sessions[key] = memo
             while len(self._sessions) > self.max_sessions or (
-                    self._total() > self.max_chars and len(self._sessions) > 1):
+                self._total() > self.max_chars and len(self._sessions) > 1
+            ):
                 self._sessions.popitem(last=False)
             return memo
 
@@ -323,14 +360,16 @@ def bind(context: dict[str, Any], plans: list[LoopPlan], memo: SessionMemo) -> N
     context[GATE] = memo.should_memoize
 
 
-def _run_loop(plan: LoopPlan, k: int, items: Any, values: dict[str, Any],
-              memo: SessionMemo) -> str:
+def _run_loop(plan: LoopPlan, k: int, items: Any, values: dict[str, Any], memo: SessionMemo) -> str:
     items = list(items)
     n = len(items)
     spaces = [(name, v) for name, v in values.items() if isinstance(v, Namespace)]
     try:
-        outer_key = tuple(fingerprint(values[name]) for name in plan.outer
-                          if not isinstance(values[name], Namespace))
+        outer_key = tuple(
+            fingerprint(values[name])
+            for name in plan.outer
+            if not isinstance(values[name], Namespace)
+        )
         lists = [(values[name], offsets) for name, offsets in plan.indexed]
         if any(type(v) is not list for v, _ in lists):
             raise Unkeyable("indexed value is not a list")
@@ -374,8 +413,15 @@ def _writes(spaces: list[tuple[str, Namespace]], before: list[dict[str, Any]]) -
     )
 
 
-def _key(plan: LoopPlan, i: int, n: int, item: Any, lists: list[Any],
-         spaces: list[tuple[str, Namespace]], item_keys: dict[int, Any]) -> tuple[Any, ...]:
+def _key(
+    plan: LoopPlan,
+    i: int,
+    n: int,
+    item: Any,
+    lists: list[Any],
+    spaces: list[tuple[str, Namespace]],
+    item_keys: dict[int, Any],
+) -> tuple[Any, ...]:
     parts: list[Any] = [_item_key(item, item_keys)]
     parts.extend(_LOOP_VALUES[attr](i, n) for attr in plan.loop_attrs)
     for seq, offsets in lists:
@@ -391,10 +437,15 @@ def _key(plan: LoopPlan, i: int, n: int, item: Any, lists: list[Any],
 
 
 _LOOP_VALUES: dict[str, Callable[[int, int], Any]] = {
-    "index0": lambda i, n: i, "index": lambda i, n: i + 1, "first": lambda i, n: i == 0,
-    "last": lambda i, n: i == n - 1, "length": lambda i, n: n,
-    "revindex": lambda i, n: n - i, "revindex0": lambda i, n: n - i - 1,
-    "depth": lambda i, n: 1, "depth0": lambda i, n: 0,
+    "index0": lambda i, n: i,
+    "index": lambda i, n: i + 1,
+    "first": lambda i, n: i == 0,
+    "last": lambda i, n: i == n - 1,
+    "length": lambda i, n: n,
+    "revindex": lambda i, n: n - i,
+    "revindex0": lambda i, n: n - i - 1,
+    "depth": lambda i, n: 1,
+    "depth0": lambda i, n: 0,
 }
 
 

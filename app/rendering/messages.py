@@ -40,13 +40,21 @@ _TEXT_PARTS = {
     "thinking": "thinking",
 }
 _SKIP_IF_NONE = frozenset({"text", "refusal"})
-_MEDIA_KEYS = ("image_url", "image_pil", "image_embeds", "audio_embeds", "prompt_embeds",
-               "audio_url", "input_audio", "video_url")
+_MEDIA_KEYS = (
+    "image_url",
+    "image_pil",
+    "image_embeds",
+    "audio_embeds",
+    "prompt_embeds",
+    "audio_url",
+    "input_audio",
+    "video_url",
+)
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
 def detect_content_format(root: nodes.Template) -> ContentFormat:
-    """"openai" if the template iterates over some message's ``content``, else "string"."""
+    """ "openai" if the template iterates over some message's ``content``, else "string"."""
     message_vars = {name for _, name in _loops_over(root, _aliases(root, "messages"), None)}
     return "openai" if next(_loops_over(root, message_vars, "content"), None) else "string"
 
@@ -130,8 +138,9 @@ def prepare_message(index: int, message: Mapping[str, Any], fmt: ContentFormat) 
             if not isinstance(tool_calls, list):
                 raise BadRequestError(f"{where}.tool_calls must be a list", param=where)
             if tool_calls:
-                out["tool_calls"] = [_tool_call(f"{where}.tool_calls[{j}]", c)
-                                     for j, c in enumerate(tool_calls)]
+                out["tool_calls"] = [
+                    _tool_call(f"{where}.tool_calls[{j}]", c) for j, c in enumerate(tool_calls)
+                ]
         reasoning = message.get("reasoning")
         if reasoning is None:
             reasoning = message.get("reasoning_content")
@@ -164,8 +173,9 @@ def _content(where: str, content: Any, fmt: ContentFormat) -> str | list[dict[st
     elif isinstance(content, list):
         parts = content
     else:
-        raise BadRequestError(f"{where}.content must be a string or a list of parts",
-                              param=f"{where}.content")
+        raise BadRequestError(
+            f"{where}.content must be a string or a list of parts", param=f"{where}.content"
+        )
     out: list[Any] = []
     for j, part in enumerate(parts):
         item = _part(f"{where}.content[{j}]", part, fmt)

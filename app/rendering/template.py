@@ -42,9 +42,11 @@ class _Variant:
             ) from None
         self.content_format: ContentFormat = detect_content_format(root)
         rewritten, self.plans = plan_loops(env, root)
-        self.memo_template = env.template_class.from_code(
-            env, env.compile(rewritten), env.make_globals(None)
-        ) if self.plans else None
+        self.memo_template = (
+            env.template_class.from_code(env, env.compile(rewritten), env.make_globals(None))
+            if self.plans
+            else None
+        )
 
 
 class ChatTemplate:
@@ -67,13 +69,11 @@ class ChatTemplate:
         if name is not None and name not in texts:
             raise TemplateError(f"no chat template named {name!r}; have {sorted(texts)}")
         if name is None and "default" not in texts and len(texts) != 1:
-            raise TemplateError(
-                f"several chat templates and none named 'default': {sorted(texts)}"
-            )
+            raise TemplateError(f"several chat templates and none named 'default': {sorted(texts)}")
         self._env = make_environment()
         self._variants = {key: _Variant(key, text, self._env) for key, text in texts.items()}
-        self._pinned = name if name is not None else (
-            None if "default" in texts else next(iter(texts))
+        self._pinned = (
+            name if name is not None else (None if "default" in texts else next(iter(texts)))
         )
         self._special_tokens = dict(special_tokens or {})
         self._reserved = RESERVED_NAMES | _CONSUMED | frozenset(self._env.globals)
@@ -147,13 +147,27 @@ class ChatTemplate:
         """
         variant = self._variant(tools is not None)
         if cache is None or session is None or variant.memo_template is None:
-            context = self._context(variant, messages, tools, add_generation_prompt,
-                                    chat_template_kwargs, documents, None)
+            context = self._context(
+                variant,
+                messages,
+                tools,
+                add_generation_prompt,
+                chat_template_kwargs,
+                documents,
+                None,
+            )
             return _run(variant, variant.template, context)
         memo = cache.session(f"{id(self)}:{variant.name}:{session}")
         with memo.lock:
-            context = self._context(variant, messages, tools, add_generation_prompt,
-                                    chat_template_kwargs, documents, memo)
+            context = self._context(
+                variant,
+                messages,
+                tools,
+                add_generation_prompt,
+                chat_template_kwargs,
+                documents,
+                memo,
+            )
             bind(context, variant.plans, memo)
             try:
                 return _run(variant, variant.memo_template, context)

@@ -134,11 +134,11 @@ class ChatService:
         if masked is None:
             encoding = self.tokenizer.encode(text, session=key)
         else:
-            text, ids = self.typed_specials.encode(text, masked)
+            text, ids, reused = self.typed_specials.encode(text, masked, tenant=caller.tenant)
             encoding = Encoding(
                 ids=ids,
-                route="full",
-                encoded_bytes=len(text.encode()),
+                route="pieces",
+                reused_tokens=reused,
                 fallback="special-token text in client content",
             )
         ids_json = self.ids_cache.json_for(key, encoding.ids)

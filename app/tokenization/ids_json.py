@@ -9,14 +9,13 @@ ids in between.  Each id's end offset in the text is kept to cut the bytes at to
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app.tokenization.lru import LruCache
 from app.tokenization.reference import IdArray
 
 _POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)
@@ -101,33 +100,16 @@ class IdsJsonCache:
     """The last ``IdsJson`` of each session, LRU within a byte budget; thread-safe."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, IdsJson] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._entries: LruCache[str, IdsJson] = LruCache(max_bytes)
 
     def json_for(self, key: str | None, ids: IdArray) -> IdsJson:
         """JSON of ``ids``, spliced from the session's previous call when there is one."""
-        with self._lock:
-            previous = self._entries.get(key) if key is not None else None
+        previous = self._entries.get(key) if key is not None else None
         current = previous.spliced(ids) if previous is not None else IdsJson.of(ids)
         if key is not None:
-            self._put(key, current)
+            self._entries.put(key, current, current.nbytes)
         return current
 
-    def _put(self, key: str, value: IdsJson) -> None:
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes
-            if value.nbytes > self.max_bytes:
-                return
-            self._entries[key] = value
-            self._bytes += value.nbytes
-            while self._bytes > self.max_bytes:
-                _, evicted = self._entries.popitem(last=False)
-                self._bytes -= evicted.nbytes
-
     def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"sessions": len(self._entries), "bytes": self._bytes}
+        stats = self._entries.stats()
+        return {"sessions": stats["entries"], "bytes": stats["bytes"]}

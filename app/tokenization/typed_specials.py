@@ -26,6 +26,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
+from app.tokenization.lru import LruCache
 from app.tokenization.reference import IdArray
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
@@ -50,7 +51,7 @@ class Masked:
 class TypedSpecials:
     """Finds special-token text in client strings and encodes transcripts that had some."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, cache_bytes: int = 64 << 20) -> None:
         specials = [t for t in tokenizer.get_added_tokens_decoder().values() if t.special]
         self._ids = {t.content: _id_of(tokenizer, t.content) for t in specials}
         self._tokens = sorted(self._ids, key=len, reverse=True)
@@ -61,6 +62,8 @@ class TypedSpecials:
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
         self._plain = Tokenizer.from_str(tokenizer.to_str())
         self._plain.encode_special_tokens = True
+        self._special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
+        self._pieces: LruCache[tuple[str, str], IdArray] = LruCache(cache_bytes)
 
     def mask(self, messages: list[Any], tools: list[Any] | None) -> Masked | None:
         """None when no client string holds special-token text (the common case, one
@@ -78,26 +81,46 @@ class TypedSpecials:
         masked = _map_strings((messages, tools), lambda text: self._swap(text, sentinels))
         return Masked(masked[0], masked[1], {s: t for t, s in sentinels.items()})
 
-    def encode(self, rendered: str, masked: Masked) -> tuple[str, IdArray]:
-        """(text with user specials restored, exact ids) of a transcript rendered from
-        ``masked``."""
+    def encode(
+        self, rendered: str, masked: Masked, *, tenant: str = ""
+    ) -> tuple[str, IdArray, int]:
+        """(text with user specials restored, exact ids, ids reused from the piece cache) of a
+        transcript rendered from ``masked``.  Pieces this tenant sent before come from the
+        cache: an agent session resends the same messages, so only new pieces are encoded."""
         assert self._find is not None
-        ids: list[int] = []
+        ids: list[IdArray] = []
         pieces: list[str] = []
+        reused = [0]
         start = 0
         for match in self._find.finditer(rendered):
-            self._encode_plain(rendered[start : match.start()], masked, ids, pieces)
-            ids.append(self._ids[match.group()])
+            self._encode_plain(rendered[start : match.start()], masked, tenant, ids, pieces, reused)
+            ids.append(self._special_ids[match.group()])
             pieces.append(match.group())
             start = match.end()
-        self._encode_plain(rendered[start:], masked, ids, pieces)
-        return "".join(pieces), np.asarray(ids, dtype=np.int32)
+        self._encode_plain(rendered[start:], masked, tenant, ids, pieces, reused)
+        joined = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
+        return "".join(pieces), joined, reused[0]
 
-    def _encode_plain(self, piece: str, masked: Masked, ids: list[int], pieces: list[str]) -> None:
+    def _encode_plain(
+        self,
+        piece: str,
+        masked: Masked,
+        tenant: str,
+        ids: list[IdArray],
+        pieces: list[str],
+        reused: list[int],
+    ) -> None:
         if not piece:
             return
         text = _SENTINELS.sub(lambda m: masked.tokens.get(m.group(), m.group()), piece)
-        ids.extend(self._plain.encode(text, add_special_tokens=False).ids)
+        key = (tenant, text)
+        found = self._pieces.get(key)
+        if found is None:
+            found = np.asarray(self._plain.encode(text, add_special_tokens=False).ids, np.int32)
+            self._pieces.put(key, found, len(text) + found.nbytes)
+        else:
+            reused[0] += len(found)
+        ids.append(found)
         pieces.append(text)
 
     def _contains_special(self, value: Any) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from app.errors import UpstreamError
 from app.upstream.dialect import Generated, UpstreamCall, usage_of, with_ids
 from app.upstream.llamacpp import LlamaCppCompletions
 
@@ -49,14 +50,18 @@ class VllmGenerate(VllmCompletions):
     tokens_out = True
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
-        sampling = call.sampling.openai_fields()
+        if call.prompt.as_text:
+            raise UpstreamError(
+                "the upstream tokenizes differently (alignment check) and vLLM's generate "
+                "API takes token ids only; use the vllm-completions dialect"
+            )
         fields: dict[str, Any] = {
             "model": call.model,
             "stream": call.stream,
-            "sampling_params": sampling,
+            "sampling_params": call.sampling.openai_fields(),
         }
-        if call.prompt.as_text:
-            raise ValueError("vLLM's generate API takes token ids only")
+        if call.stream:  # usage comes in a last chunk with ``choices: []``
+            fields["stream_options"] = {"include_usage": True}
         return "/inference/v1/generate", with_ids(fields, call.prompt, "token_ids")
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:

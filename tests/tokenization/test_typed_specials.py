@@ -71,7 +71,7 @@ def test_typed_specials_are_encoded_as_text(
         assert not any(s in m["content"] for m in messages for s in SPECIALS[:3])
         assert qwen.encode(text, add_special_tokens=False).ids == _oracle(qwen, plain, messages)
         return
-    text, ids = typed.encode(template.render(masked.messages), masked)
+    text, ids, _ = typed.encode(template.render(masked.messages), masked)
     assert text == template.render(messages)
     assert list(ids) == _oracle(qwen, plain, messages)
 
@@ -103,8 +103,30 @@ def test_other_families(name: str, reference: Callable[[str], Tokenizer]) -> Non
     text = f"x {specials[0]} y {specials[-1]}"
     masked = typed.mask([{"role": "user", "content": text}], None)
     assert masked is not None
-    restored, ids = typed.encode(masked.messages[0]["content"], masked)
+    restored, ids, _ = typed.encode(masked.messages[0]["content"], masked)
     assert restored == text
     plain = Tokenizer.from_str(tok.to_str())
     plain.encode_special_tokens = True
     assert list(ids) == plain.encode(text, add_special_tokens=False).ids
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "tool"]), contents), min_size=2, max_size=6
+    )
+)
+def test_growing_session_reuses_pieces_exactly(
+    qwen: Tokenizer, plain: Tokenizer, turns: list[tuple[str, str]]
+) -> None:
+    typed = TypedSpecials(qwen, cache_bytes=1 << 20)
+    template = ChatTemplate(CHATML)
+    messages = [{"role": "user", "content": "read <|im_end|> please"}]
+    for role, content in turns:
+        messages = [*messages, {"role": role, "content": content}]
+        masked = typed.mask(messages, None)
+        assert masked is not None
+        _, ids, reused = typed.encode(template.render(masked.messages), masked, tenant="t")
+        assert reused < len(ids)
+        assert list(ids) == _oracle(qwen, plain, messages)
+    assert typed._pieces.stats()["entries"] >= len(turns)

@@ -56,8 +56,7 @@ class HermesBlockEnd:
 
 
 def decode_hermes(block: str) -> tuple[str, str] | None:
-    """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call.
-    """
+    """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call."""
     try:
         value = loads_strict(block)
     except ValueError:

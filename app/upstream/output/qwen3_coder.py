@@ -81,9 +81,7 @@ def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
     return None if inner[pos:].strip() else parameters
 
 
-def decode_qwen3_coder(
-    block: str, schemas: dict[str, dict[str, Any]]
-) -> tuple[str, str] | None:
+def decode_qwen3_coder(block: str, schemas: dict[str, dict[str, Any]]) -> tuple[str, str] | None:
     """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call.
 
     ``schemas`` is ``schema.parameter_schemas(tools)``; unknown tools get string values.

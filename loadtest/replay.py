@@ -1,0 +1,205 @@
+"""Replay agent sessions through the proxy and straight to the upstream; TTFT and proxy cost.
+
+    python loadtest/replay.py [--sizes 100000,1000000] [--concurrency 1,4] [--calls 30]
+
+Starts the stand-in upstream (``standin_upstream.py``: answers at once, and for the direct path
+renders and tokenizes the whole chat request as a server does) and ``toksplice serve`` in front
+of it, each in its own process, with the Qwen3 tokenizer and chat template.  For every size,
+``N`` agent sessions (``loadtest/agent_sessions.chat_requests``, streamed, with tools, tool
+calls and reasoning) run side by side: each is brought to the size with one cold call through
+the proxy, then ``--calls`` continuation calls are timed through the proxy, and
+``--direct-calls`` of the same requests straight to the upstream.  Printed per size and
+concurrency, all from one run:
+
+* TTFT (client send -> first content chunk) direct and through the proxy, p50 / p99;
+* proxy-added latency: request in -> upstream request out, as the proxy measures it
+  (``Server-Timing: proxy``: body read, JSON parse, render, tokenize, id JSON, request build);
+* render and tokenize medians, and the tokenization routes taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app import assets  # noqa: E402
+from loadtest.agent_sessions import chat_requests, content_chars, session_id  # noqa: E402
+
+MODEL = "qwen3"
+
+
+@dataclass
+class Samples:
+    ttft: list[float] = field(default_factory=list)
+    proxy: list[float] = field(default_factory=list)
+    render: list[float] = field(default_factory=list)
+    tokenize: list[float] = field(default_factory=list)
+    routes: Counter[str] = field(default_factory=Counter)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _process(args: list[str], health: str) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(args, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(health, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{args[1]} did not start")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def _timed_bodies(seed: int, size: int, calls: int) -> list[bytes]:
+    """The session's call just before it reaches ``size`` (the cold warm-up), then ``calls``
+    continuation calls, serialised ahead of time."""
+    bodies = []
+    for body in chat_requests(seed, target_chars=size * 2, model=MODEL, stream=True):
+        if bodies or content_chars(body["messages"]) >= size:
+            bodies.append(body)
+            if len(bodies) == calls + 1:
+                break
+        else:
+            warm = body
+    out = [warm, *bodies[:calls]]
+    return [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
+
+
+async def _call(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str],
+                samples: Samples | None) -> None:
+    started = time.perf_counter()
+    async with client.stream("POST", url, content=body, headers=headers) as reply:
+        if reply.status_code != 200:
+            raise RuntimeError(f"{url}: {reply.status_code} {(await reply.aread())[:300]!r}")
+        first = None
+        async for line in reply.aiter_lines():
+            if first is None and line.startswith("data: {") and '"content":"' in line:
+                first = time.perf_counter()
+    if samples is None:
+        return
+    samples.ttft.append(((first or time.perf_counter()) - started) * 1e3)
+    timing = dict(part.strip().split(";dur=") for part in
+                  reply.headers.get("server-timing", "").split(",") if ";dur=" in part)
+    if timing:
+        samples.proxy.append(float(timing["proxy"]))
+        samples.render.append(float(timing["render"]))
+        samples.tokenize.append(float(timing["tokenize"]))
+        samples.routes[reply.headers.get("x-toksplice-route", "?")] += 1
+
+
+async def _session(proxy: str, upstream: str, seed: int, bodies: list[bytes], direct: int,
+                   through: Samples, straight: Samples) -> None:
+    headers = {"content-type": "application/json", "x-session-id": session_id(seed)}
+    async with httpx.AsyncClient(timeout=600) as client:
+        await _call(client, proxy + "/v1/chat/completions", bodies[0], headers, None)
+        for body in bodies[1:]:
+            await _call(client, proxy + "/v1/chat/completions", body, headers, through)
+        for body in bodies[1 : 1 + direct]:
+            await _call(client, upstream + "/v1/chat/completions", body, headers, straight)
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> list[dict[str, Any]]:
+    folder = assets.fetch()["qwen3"].parent
+    up_port, proxy_port = _free_port(), _free_port()
+    upstream, proxy = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}"
+    rows = []
+    with _process([sys.executable, "loadtest/standin_upstream.py", "--tokenizer", str(folder),
+                   "--port", str(up_port)], upstream + "/health"), \
+         _process([sys.executable, "-m", "app", "serve", "--upstream", upstream, "--tokenizer",
+                   str(folder), "--model", MODEL, "--port", str(proxy_port), "--log-level",
+                   "warning"], proxy + "/health"):
+        for size in sizes:
+            for n in concurrency:
+                seeds = [size // 1000 + 7919 * n + k for k in range(n)]
+                sessions = [_timed_bodies(seed, size, calls) for seed in seeds]
+                through, straight = Samples(), Samples()
+
+                async def main(seeds: list[int] = seeds, sessions: list[list[bytes]] = sessions,
+                               through: Samples = through, straight: Samples = straight) -> None:
+                    await asyncio.gather(*(
+                        _session(proxy, upstream, seed, bodies, direct, through, straight)
+                        for seed, bodies in zip(seeds, sessions, strict=True)))
+
+                asyncio.run(main())
+                rows.append(_row(size, n, through, straight))
+                print(_format(rows[-1]), flush=True)
+    return rows
+
+
+def _row(size: int, n: int, through: Samples, straight: Samples) -> dict[str, Any]:
+    return {
+        "chars": size, "concurrency": n, "calls": len(through.ttft),
+        "ttft_direct_p50": _p(straight.ttft, 0.5), "ttft_direct_p99": _p(straight.ttft, 0.99),
+        "ttft_proxy_p50": _p(through.ttft, 0.5), "ttft_proxy_p99": _p(through.ttft, 0.99),
+        "proxy_added_p50": _p(through.proxy, 0.5), "proxy_added_p99": _p(through.proxy, 0.99),
+        "render_p50": statistics.median(through.render),
+        "tokenize_p50": statistics.median(through.tokenize),
+        "routes": dict(through.routes),
+    }
+
+
+def _format(row: dict[str, Any]) -> str:
+    return (f"{row['chars']:>9,} chars  N={row['concurrency']}  {row['calls']:>3} calls | TTFT "
+            f"direct p50 {row['ttft_direct_p50']:8.1f} p99 {row['ttft_direct_p99']:8.1f} ms | "
+            f"via proxy p50 {row['ttft_proxy_p50']:6.1f} p99 {row['ttft_proxy_p99']:6.1f} ms | "
+            f"proxy-added p50 {row['proxy_added_p50']:5.2f} p99 {row['proxy_added_p99']:6.2f} ms"
+            f" (render {row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
+            f"routes {row['routes']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--concurrency", default="1,4")
+    parser.add_argument("--calls", type=int, default=30, help="timed calls per session")
+    parser.add_argument("--direct-calls", type=int, default=5,
+                        help="of those, sent straight to the upstream too")
+    args = parser.parse_args()
+    rows = run([int(s) for s in args.sizes.split(",")],
+               [int(n) for n in args.concurrency.split(",")], args.calls, args.direct_calls)
+    out = ROOT / "loadtest" / "results" / "replay.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""A stand-in model server for benchmarks: speaks llama.cpp's HTTP API and answers at once.
+
+    python loadtest/standin_upstream.py --tokenizer .assets/qwen3 --port 8090
+
+Long transcripts (100K to 4M characters) do not fit a small local model, so benchmarks put this
+behind the proxy: whatever it adds is the proxy's own cost.  It serves:
+
+* ``POST /v1/completions`` with ``prompt: [ids]``: a three-chunk answer at once (stream or not);
+* ``POST /v1/chat/completions``: what a server does when a client sends the chat request
+  straight to it: render the chat template and tokenize the whole text (Hugging Face
+  ``tokenizers``, as vLLM does), then the same instant answer.  This is the "direct" path;
+* ``POST /tokenize``, ``GET /health``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+from tokenizers import Tokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.rendering import ChatTemplate
+
+_ANSWER = ("Done", ".", "")
+
+
+def make_app(folder: Path) -> Starlette:
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    template = ChatTemplate.from_tokenizer_config(folder / "tokenizer_config.json")
+
+    async def completions(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        return _answer(body, len(body["prompt"]))
+
+    async def chat(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        text = template.render(body["messages"], tools=body.get("tools"))
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        return _answer(body, len(ids))
+
+    async def tokenize(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        ids = tokenizer.encode(body["content"], add_special_tokens=False).ids
+        return _json({"tokens": ids})
+
+    async def health(request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    return Starlette(routes=[
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/tokenize", tokenize, methods=["POST"]),
+        Route("/health", health),
+    ])
+
+
+def _answer(body: dict[str, Any], prompt_tokens: int) -> Response:
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 2,
+             "prompt_tokens_details": {"cached_tokens": 0}}
+    if not body.get("stream"):
+        return _json({"choices": [{"index": 0, "text": "Done.", "finish_reason": "stop"}],
+                      "usage": usage})
+
+    async def events() -> AsyncIterator[bytes]:
+        for k, piece in enumerate(_ANSWER):
+            last = k == len(_ANSWER) - 1
+            chunk: dict[str, Any] = {"choices": [{"index": 0, "text": piece,
+                                                  "finish_reason": "stop" if last else None}]}
+            if last:
+                chunk["usage"] = usage
+            yield b"data: " + orjson.dumps(chunk) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _json(payload: Any) -> Response:
+    return Response(orjson.dumps(payload), media_type="application/json")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokenizer", type=Path, required=True,
+                        help="folder with tokenizer.json and tokenizer_config.json")
+    parser.add_argument("--port", type=int, default=8090)
+    args = parser.parse_args()
+    uvicorn.run(make_app(args.tokenizer), host="127.0.0.1", port=args.port,
+                log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
