@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from app.errors import UpstreamError
 from app.upstream.dialect import Dialect, Generated, UpstreamCall, Usage, with_ids
 
 
@@ -36,6 +37,8 @@ class SglangGenerate(Dialect):
         finish = meta.get("finish_reason")
         reason = None
         if isinstance(finish, dict):
+            if finish.get("type") == "abort":  # SGLang's way of failing a request
+                raise UpstreamError(f"upstream aborted the request: {finish.get('message')}")
             reason = "length" if finish.get("type") == "length" else "stop"
         usage = None
         if reason is not None:

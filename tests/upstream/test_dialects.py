@@ -73,6 +73,11 @@ def sse(*payloads: Any, done: bool = True) -> AsyncIterator[bytes]:
     return events()
 
 
+def n_ids(prompt: Any) -> int:
+    """Prompt tokens of an id-list prompt (a text prompt counts 0 here)."""
+    return len(prompt) if isinstance(prompt, list) else 0
+
+
 @dataclass
 class StandIn:
     """One upstream server's API, answering ``OUTPUT`` (``output_ids`` for tokens-out)."""
@@ -80,13 +85,22 @@ class StandIn:
     dialect: str
     output_ids: list[int]
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    abort: bool = False
+    """SGLang: fail the request the way SGLang does (finish_reason type "abort")."""
 
     def app(self) -> Starlette:
         routes = {"/v1/completions": self._completions, "/completion": self._llamacpp,
                   "/v1/chat/completions": self._chat, "/inference/v1/generate": self._generate,
                   "/generate": self._sglang}
-        return Starlette(routes=[Route(p, self._recorded(h), methods=["POST"])
-                                 for p, h in routes.items()])
+        return Starlette(routes=[
+            *(Route(p, self._recorded(h), methods=["POST"]) for p, h in routes.items()),
+            Route("/tokenize", self._tokenize, methods=["POST"])])
+
+    async def _tokenize(self, request: Request) -> Response:
+        """A tokenizer that disagrees with ours: one id per character."""
+        body = orjson.loads(await request.body())
+        text = body["content"] if self.dialect.startswith("llamacpp") else body["prompt"]
+        return JSONResponse({"tokens": [ord(c) for c in text]})
 
     def _recorded(self, handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:
@@ -102,7 +116,7 @@ class StandIn:
 
     async def _completions(self, body: dict[str, Any]) -> Response:
         """OpenAI completions: llama.cpp puts usage on the finish chunk, vLLM after it."""
-        n = len(body["prompt"])
+        n = n_ids(body.get("prompt"))
         vllm = self.dialect == "vllm-completions"
         reason = FINISH[self.dialect]
         usage = {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5,
@@ -125,7 +139,7 @@ class StandIn:
 
     async def _llamacpp(self, body: dict[str, Any]) -> Response:
         """llama.cpp's /completion: ``content`` pieces; the last has ``stop`` and timings."""
-        n = len(body["prompt"])
+        n = n_ids(body.get("prompt"))
         last = {"content": "", "stop": True, "stop_type": "limit", "tokens_predicted": 5,
                 "tokens_evaluated": n, "timings": {"cache_n": PROMPT_TOKENS_CACHED,
                                                    "prompt_n": n - PROMPT_TOKENS_CACHED}}
@@ -136,7 +150,7 @@ class StandIn:
 
     async def _chat(self, body: dict[str, Any]) -> Response:
         """vLLM chat: already OpenAI chat; the proxy passes it through."""
-        n = len(body["kv_transfer_params"]["prompt_token_ids"])
+        n = n_ids((body.get("kv_transfer_params") or {}).get("prompt_token_ids"))
         usage = {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5}
         head = {"id": "chatcmpl-up", "created": 1, "model": "upstream-name"}
         if not body["stream"]:
@@ -173,11 +187,14 @@ class StandIn:
 
     async def _sglang(self, body: dict[str, Any]) -> Response:
         """SGLang /generate: cumulative ``text``; ``meta_info`` counts and finish reason."""
-        n = len(body["input_ids"])
+        n = n_ids(body.get("input_ids"))
         meta = {"prompt_tokens": n, "completion_tokens": 5,
                 "cached_tokens": PROMPT_TOKENS_CACHED, "id": "rid"}
         last = {"text": OUTPUT, "meta_info": meta | {"finish_reason": {
             "type": "length", "length": 7}}}
+        if self.abort:
+            last["meta_info"]["finish_reason"] = {
+                "type": "abort", "message": "KV cache pool is full", "status_code": 503}
         if not body["stream"]:
             return JSONResponse(last)
         chunks, text = [], ""
@@ -189,11 +206,13 @@ class StandIn:
 
 
 @contextmanager
-def proxy(folder: Path, dialect: str) -> Iterator[tuple[httpx.Client, StandIn]]:
-    stand_in = StandIn(dialect, tokenizer(folder).encode(OUTPUT, add_special_tokens=False).ids)
+def proxy(folder: Path, dialect: str, *, alignment_check: bool = False,
+          abort: bool = False) -> Iterator[tuple[httpx.Client, StandIn]]:
+    stand_in = StandIn(dialect, tokenizer(folder).encode(OUTPUT, add_special_tokens=False).ids,
+                       abort=abort)
     with serving(stand_in.app()) as upstream:
         settings = Settings(upstream=upstream, tokenizer=folder, model=MODEL, dialect=dialect,
-                            alignment_check=False, tool_format=None)
+                            alignment_check=alignment_check, tool_format=None)
         with serving(create_app(settings)) as url, \
                 httpx.Client(base_url=url, timeout=30) as http:
             yield http, stand_in
@@ -309,3 +328,39 @@ def test_streamed_usage(dialect: str, smollm2_dir: Path) -> None:
         _, chunks = _chat(http, stream=True)
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"] == expected_usage(dialect, len(expected_ids(smollm2_dir)))
+
+
+TEXT_KEYS = {"llamacpp": "prompt", "vllm-completions": "prompt", "llamacpp-completion": "prompt",
+             "sglang": "text"}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_mismatched_upstream_gets_text(dialect: str, smollm2_dir: Path) -> None:
+    """After a failed alignment check the rendered text goes at the upstream's text key."""
+    with proxy(smollm2_dir, dialect, alignment_check=True) as (http, stand_in):
+        assert http.get("/health").json()["sending"] == "text"
+        reply, (answer,) = _chat(http, stream=False)
+    template = ChatTemplate.from_tokenizer_config(smollm2_dir / "tokenizer_config.json")
+    text = template.render(MESSAGES)
+    if dialect == "vllm-generate":  # tokens only: refuse rather than send wrong ids
+        assert reply.status_code == 502 and "vllm-completions" in answer["error"]["message"]
+        assert stand_in.requests == []
+        return
+    assert reply.status_code == 200, reply.text
+    ((_, body),) = stand_in.requests
+    if dialect == "vllm-chat":  # vLLM renders the forwarded messages itself
+        assert "kv_transfer_params" not in body and body["messages"] == MESSAGES
+    else:
+        assert body[TEXT_KEYS[dialect]] == text and "input_ids" not in body
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_sglang_abort_is_an_error(stream: bool, smollm2_dir: Path) -> None:
+    with proxy(smollm2_dir, "sglang", abort=True) as (http, _):
+        reply, events = _chat(http, stream=stream)
+    if not stream:
+        assert reply.status_code == 502
+        assert "KV cache pool is full" in events[0]["error"]["message"]
+        return
+    assert "KV cache pool is full" in events[-1]["error"]["message"]
+    assert not any(c["choices"][0]["finish_reason"] for c in events[:-1] if c.get("choices"))
