@@ -26,6 +26,7 @@ class SglangGenerate(Dialect):
             "presence_penalty": s.presence_penalty,
             "frequency_penalty": s.frequency_penalty,
             "sampling_seed": s.seed,
+            "logit_bias": s.logit_bias,
         }
         sampling = {k: v for k, v in params.items() if v is not None} | s.extra
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}

@@ -364,3 +364,14 @@ def test_sglang_abort_is_an_error(stream: bool, smollm2_dir: Path) -> None:
         return
     assert "KV cache pool is full" in events[-1]["error"]["message"]
     assert not any(c["choices"][0]["finish_reason"] for c in events[:-1] if c.get("choices"))
+
+
+def test_sglang_passes_logit_bias() -> None:
+    from app.upstream import Prompt, Sampling, UpstreamCall, dialect_named
+
+    call = UpstreamCall(model=MODEL, prompt=Prompt(b"1,2", 2, "ab"), stream=False,
+                        sampling=Sampling(logit_bias={"5": -100.0}))
+    path, body = dialect_named("sglang").request(call)
+    assert path == "/generate"
+    assert orjson.loads(body) == {"input_ids": [1, 2], "stream": False,
+                                  "sampling_params": {"logit_bias": {"5": -100.0}}}
