@@ -134,7 +134,9 @@ class ChatService:
         if masked is None:
             encoding = self.tokenizer.encode(text, session=key)
         else:
-            text, ids, reused = self.typed_specials.encode(text, masked, tenant=caller.tenant)
+            text, ids, reused = self.typed_specials.encode(
+                text, masked, session=key, tenant=caller.tenant
+            )
             encoding = Encoding(
                 ids=ids,
                 route="pieces",
@@ -205,18 +207,19 @@ class ChatService:
         yield sse_data(assembler.first_chunk())
         decoder = DecodeStream(skip_special_tokens=True) if self.dialect.tokens_out else None
         seen = 0
-        last = Generated()
+        finish_reason: str | None = None
+        usage: Usage | None = None
         async for payload in sse_events(response):
-            last = self.dialect.event(payload, n_ids)
-            text = self._decode(last, decoder)
+            piece = self.dialect.event(payload, n_ids)
+            text = self._decode(piece, decoder)
             if self.dialect.cumulative_text:
                 text, seen = text[seen:], len(text)
             for chunk in assembler.chunks(text):
                 yield sse_data(chunk)
-            if last.finish_reason is not None:
-                break
+            finish_reason = piece.finish_reason or finish_reason
+            usage = piece.usage or usage
         for chunk in assembler.last_chunks(
-            last.finish_reason or "stop", last.usage, prepared.request.include_usage
+            finish_reason or "stop", usage, prepared.request.include_usage
         ):
             yield sse_data(chunk)
 

@@ -26,7 +26,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
-from app.tokenization.lru import LruCache
+from app.tokenization.pieces import PieceEncoder
 from app.tokenization.reference import IdArray
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
@@ -60,10 +60,22 @@ class TypedSpecials:
         ]
         self._heads = tuple({t[:2] for t in self._tokens})
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
-        self._plain = Tokenizer.from_str(tokenizer.to_str())
-        self._plain.encode_special_tokens = True
-        self._special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
-        self._pieces: LruCache[tuple[str, str], IdArray] = LruCache(cache_bytes)
+        plain = Tokenizer.from_str(tokenizer.to_str())
+        plain.encode_special_tokens = True
+
+        def encode_piece(text: str) -> IdArray:
+            return np.asarray(plain.encode(text, add_special_tokens=False).ids, np.int32)
+
+        special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
+        self._pieces = (
+            PieceEncoder(self._find, special_ids, encode_piece, cache_bytes=cache_bytes)
+            if self._find is not None
+            else None
+        )
+
+    @property
+    def piece_stats(self) -> dict[str, int]:
+        return self._pieces.stats() if self._pieces is not None else {}
 
     def mask(self, messages: list[Any], tools: list[Any] | None) -> Masked | None:
         """None when no client string holds special-token text (the common case, one
@@ -82,46 +94,19 @@ class TypedSpecials:
         return Masked(masked[0], masked[1], {s: t for t, s in sentinels.items()})
 
     def encode(
-        self, rendered: str, masked: Masked, *, tenant: str = ""
+        self, rendered: str, masked: Masked, *, session: str, tenant: str
     ) -> tuple[str, IdArray, int]:
-        """(text with user specials restored, exact ids, ids reused from the piece cache) of a
-        transcript rendered from ``masked``.  Pieces this tenant sent before come from the
-        cache: an agent session resends the same messages, so only new pieces are encoded."""
-        assert self._find is not None
-        ids: list[IdArray] = []
-        pieces: list[str] = []
-        reused = [0]
-        start = 0
-        for match in self._find.finditer(rendered):
-            self._encode_plain(rendered[start : match.start()], masked, tenant, ids, pieces, reused)
-            ids.append(self._special_ids[match.group()])
-            pieces.append(match.group())
-            start = match.end()
-        self._encode_plain(rendered[start:], masked, tenant, ids, pieces, reused)
-        joined = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
-        return "".join(pieces), joined, reused[0]
+        """(text with user specials restored, exact ids, ids reused from the session's previous
+        call or the piece cache) of a transcript rendered from ``masked``."""
+        assert self._pieces is not None
 
-    def _encode_plain(
-        self,
-        piece: str,
-        masked: Masked,
-        tenant: str,
-        ids: list[IdArray],
-        pieces: list[str],
-        reused: list[int],
-    ) -> None:
-        if not piece:
-            return
-        text = _SENTINELS.sub(lambda m: masked.tokens.get(m.group(), m.group()), piece)
-        key = (tenant, text)
-        found = self._pieces.get(key)
-        if found is None:
-            found = np.asarray(self._plain.encode(text, add_special_tokens=False).ids, np.int32)
-            self._pieces.put(key, found, len(text) + found.nbytes)
-        else:
-            reused[0] += len(found)
-        ids.append(found)
-        pieces.append(text)
+        def restore(piece: str) -> str:
+            return _SENTINELS.sub(lambda m: masked.tokens.get(m.group(), m.group()), piece)
+
+        ids, reused = self._pieces.encode(
+            rendered, masked.tokens, restore, session=session, tenant=tenant
+        )
+        return restore(rendered), ids, reused
 
     def _contains_special(self, value: Any) -> bool:
         if isinstance(value, str):

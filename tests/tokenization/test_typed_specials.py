@@ -71,7 +71,7 @@ def test_typed_specials_are_encoded_as_text(
         assert not any(s in m["content"] for m in messages for s in SPECIALS[:3])
         assert qwen.encode(text, add_special_tokens=False).ids == _oracle(qwen, plain, messages)
         return
-    text, ids, _ = typed.encode(template.render(masked.messages), masked)
+    text, ids, _ = typed.encode(template.render(masked.messages), masked, session="t/s", tenant="t")
     assert text == template.render(messages)
     assert list(ids) == _oracle(qwen, plain, messages)
 
@@ -103,7 +103,9 @@ def test_other_families(name: str, reference: Callable[[str], Tokenizer]) -> Non
     text = f"x {specials[0]} y {specials[-1]}"
     masked = typed.mask([{"role": "user", "content": text}], None)
     assert masked is not None
-    restored, ids, _ = typed.encode(masked.messages[0]["content"], masked)
+    restored, ids, _ = typed.encode(
+        masked.messages[0]["content"], masked, session="t/s", tenant="t"
+    )
     assert restored == text
     plain = Tokenizer.from_str(tok.to_str())
     plain.encode_special_tokens = True
@@ -114,19 +116,25 @@ def test_other_families(name: str, reference: Callable[[str], Tokenizer]) -> Non
 @given(
     st.lists(
         st.tuples(st.sampled_from(["user", "assistant", "tool"]), contents), min_size=2, max_size=6
-    )
+    ),
+    st.integers(0, 10**9),
 )
 def test_growing_session_reuses_pieces_exactly(
-    qwen: Tokenizer, plain: Tokenizer, turns: list[tuple[str, str]]
+    qwen: Tokenizer,
+    typed: TypedSpecials,
+    plain: Tokenizer,
+    turns: list[tuple[str, str]],
+    session: int,
 ) -> None:
-    typed = TypedSpecials(qwen, cache_bytes=1 << 20)
     template = ChatTemplate(CHATML)
     messages = [{"role": "user", "content": "read <|im_end|> please"}]
     for role, content in turns:
         messages = [*messages, {"role": role, "content": content}]
         masked = typed.mask(messages, None)
         assert masked is not None
-        _, ids, reused = typed.encode(template.render(masked.messages), masked, tenant="t")
+        _, ids, reused = typed.encode(
+            template.render(masked.messages), masked, session="t/s", tenant="t"
+        )
         assert reused < len(ids)
         assert list(ids) == _oracle(qwen, plain, messages)
-    assert typed._pieces.stats()["entries"] >= len(turns)
+    assert typed.piece_stats["sessions"] >= 1

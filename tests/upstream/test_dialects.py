@@ -315,14 +315,7 @@ def test_streamed_answer(upstream: tuple[str, httpx.Client, StandIn],
     assert finish[-1] == FINISH[dialect] and not any(finish[:-1])
 
 
-STREAMED_USAGE_LOST = pytest.mark.xfail(
-    strict=True, reason="app/service/chat.py stops reading at the finish chunk; these "
-    "upstreams send usage in a later chunk (choices: [])")
-
-
-@pytest.mark.parametrize("dialect", [
-    pytest.param(d, marks=STREAMED_USAGE_LOST) if d in ("vllm-completions", "vllm-generate")
-    else d for d in DIALECTS])
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_streamed_usage(dialect: str, smollm2_dir: Path) -> None:
     with proxy(smollm2_dir, dialect) as (http, _):
         _, chunks = _chat(http, stream=True)

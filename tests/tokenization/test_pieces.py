@@ -1,0 +1,134 @@
+"""PieceEncoder: every call of an edited session equals Hugging Face's own procedure (split at
+special tokens, encode each piece), whatever was reused from the previous call."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from app.tokenization.typed_specials import Masked, TypedSpecials
+
+SENTINEL = "\U0010fd00"
+fragments = st.one_of(
+    st.sampled_from(
+        [
+            "<|im_start|>",
+            "<|im_end|>",
+            "<|endoftext|>",
+            "<|",
+            "|>",
+            "<think>",
+            SENTINEL,
+            "\n",
+            " ",
+            "user\n",
+            "x<|im_",
+            "end|>",
+        ]
+    ),
+    st.text(st.characters(max_codepoint=0x10FCFF, exclude_categories=("Cs",)), max_size=10),
+)
+texts = st.lists(fragments, max_size=12).map("".join)
+edits = st.lists(
+    st.tuples(
+        st.sampled_from(["append", "insert", "delete", "replace"]),
+        st.floats(0, 1),
+        st.floats(0, 1),
+        texts,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@pytest.fixture(scope="module")
+def qwen(assets: dict[str, Path]) -> Tokenizer:
+    return Tokenizer.from_file(str(assets["qwen3"]))
+
+
+@pytest.fixture(scope="module")
+def typed(qwen: Tokenizer) -> TypedSpecials:
+    return TypedSpecials(qwen, cache_bytes=1 << 22)
+
+
+@pytest.fixture(scope="module")
+def plain(qwen: Tokenizer) -> Tokenizer:
+    tok = Tokenizer.from_str(qwen.to_str())
+    tok.encode_special_tokens = True
+    return tok
+
+
+def _expected(qwen: Tokenizer, plain: Tokenizer, text: str, typed: str = "<|im_end|>") -> list[int]:
+    """HF's encode, with the sentinel standing for special-token text typed by a user."""
+    if SENTINEL not in text:
+        return list(qwen.encode(text, add_special_tokens=False).ids)
+    specials = [t.content for t in qwen.get_added_tokens_decoder().values() if t.special]
+    pattern = "|".join(map(re.escape, sorted(specials, key=len, reverse=True)))
+    ids: list[int] = []
+    for piece in re.split(f"({pattern})", text):
+        if piece in specials:
+            ids.append(qwen.token_to_id(piece))
+        elif piece:
+            ids += plain.encode(piece.replace(SENTINEL, typed)).ids
+    return ids
+
+
+def _apply(text: str, op: str, a: float, b: float, fragment: str) -> str:
+    i, j = sorted((int(a * len(text)), int(b * len(text))))
+    if op == "append":
+        return text + fragment
+    if op == "insert":
+        return text[:i] + fragment + text[i:]
+    if op == "delete":
+        return text[:i] + text[j:]
+    return text[:i] + fragment + text[j:]
+
+
+@settings(max_examples=250, deadline=None)
+@given(texts, edits, st.integers(0, 10**9))
+def test_edited_sessions_match_the_reference(
+    qwen: Tokenizer,
+    plain: Tokenizer,
+    typed: TypedSpecials,
+    start: str,
+    changes: list[tuple[str, float, float, str]],
+    session: int,
+) -> None:
+    masked = Masked([], None, {SENTINEL: "<|im_end|>"})
+    text = start
+    for change in [None, *changes]:
+        if change is not None:
+            text = _apply(text, *change)
+        restored, ids, reused = typed.encode(text, masked, session=f"t/{session}", tenant="t")
+        assert restored == text.replace(SENTINEL, "<|im_end|>")
+        assert list(ids) == _expected(qwen, plain, text)
+        assert 0 <= reused <= len(ids)
+
+
+def test_a_long_session_reuses_almost_everything(
+    qwen: Tokenizer, plain: Tokenizer, typed: TypedSpecials
+) -> None:
+    masked = Masked([], None, {SENTINEL: "<|im_end|>"})
+    turn = "<|im_start|>tool\nprint('" + SENTINEL + "') # x" * 40 + "<|im_end|>\n"
+    text = "<|im_start|>system\ncch=1;<|im_end|>\n"
+    for k in range(30):
+        text = text.replace(f"cch={k};", f"cch={k + 1};") + turn.replace("x", str(k))
+        _, ids, reused = typed.encode(text, masked, session="t/long", tenant="t")
+        assert list(ids) == _expected(qwen, plain, text)
+    assert reused > 0.9 * len(ids)
+
+
+def test_changed_sentinel_meaning_discards_the_state(
+    qwen: Tokenizer, plain: Tokenizer, typed: TypedSpecials
+) -> None:
+    text = "a " + SENTINEL + " b<|im_end|>"
+    for typed_text in ("<|im_end|>", "<|endoftext|>"):
+        masked = Masked([], None, {SENTINEL: typed_text})
+        restored, ids, _ = typed.encode(text, masked, session="t/m", tenant="t")
+        assert restored == text.replace(SENTINEL, typed_text)
+        assert list(ids) == _expected(qwen, plain, text, typed_text)
