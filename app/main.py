@@ -18,6 +18,7 @@ from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
 from app.tokenization import SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
+from app.tokenization.typed_specials import TypedSpecials
 from app.upstream import dialect_named
 from app.upstream.alignment import check_alignment
 from app.upstream.client import UpstreamClient
@@ -46,8 +47,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 
 async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
-    # Session state: half of the budget for text+ids+offsets, a quarter each for the cached
-    # id JSON and the render memo.
+    # Session state: half of the budget for text+ids+offsets, the rest for the cached id
+    # JSON, the render memo and sessions whose content holds special-token text.
     budget = settings.store_bytes
     tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget // 2)
     template = load_template(settings.template_source)
@@ -86,8 +87,9 @@ async def _build_service(settings: Settings, client: UpstreamClient) -> ChatServ
         tokenizer=tokenizer,
         dialect=dialect,
         client=client,
-        ids_cache=IdsJsonCache(budget // 4),
+        ids_cache=IdsJsonCache(budget // 8),
         render_cache=RenderCache(max_chars=budget // 4),
+        typed_specials=TypedSpecials(tokenizer.reference.tokenizer, cache_bytes=budget // 8),
     )
 
 

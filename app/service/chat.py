@@ -100,6 +100,7 @@ class ChatService:
         client: UpstreamClient,
         ids_cache: IdsJsonCache,
         render_cache: RenderCache,
+        typed_specials: TypedSpecials,
     ) -> None:
         self.card = card
         self.tokenizer = tokenizer
@@ -107,7 +108,7 @@ class ChatService:
         self.client = client
         self.ids_cache = ids_cache
         self.render_cache = render_cache
-        self.typed_specials = TypedSpecials(tokenizer.reference.tokenizer)
+        self.typed_specials = typed_specials
 
     async def prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         if request.model not in (self.card.name, self.card.upstream_name):
@@ -120,7 +121,7 @@ class ChatService:
     def _prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         key = session_key(caller, request.messages)
         started = time.perf_counter()
-        masked = self.typed_specials.mask(request.messages, request.tools)
+        masked = self.typed_specials.mask(request.messages, request.tools, session=key)
         messages, tools = (request.messages, request.tools) if masked is None else masked.data
         text = self.card.template.render(
             messages,
@@ -134,9 +135,11 @@ class ChatService:
         if masked is None:
             encoding = self.tokenizer.encode(text, session=key)
         else:
-            text, ids, reused = self.typed_specials.encode(
+            ids, reused = self.typed_specials.encode(
                 text, masked, session=key, tenant=caller.tenant
             )
+            if self.card.send_text:
+                text = masked.restore(text)
             encoding = Encoding(
                 ids=ids,
                 route="pieces",

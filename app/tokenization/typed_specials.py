@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
+from app.tokenization.lru import LruCache
 from app.tokenization.pieces import PieceEncoder
 from app.tokenization.reference import IdArray
 
@@ -47,6 +49,31 @@ class Masked:
     def data(self) -> tuple[list[Any], list[Any] | None]:
         return self.messages, self.tools
 
+    def restore(self, text: str) -> str:
+        """``text`` (rendered from the masked data) with the user's special text back."""
+        return _SENTINELS.sub(lambda m: self.tokens.get(m.group(), m.group()), text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """One message (or the tools) as scanned: masked copy, and what it held."""
+
+    masked: Any
+    special: bool
+    sentinel: bool
+    json: bytes = b""
+    """The original's JSON, kept for items with special text (see ``_checked``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _MaskMemo:
+    """A session's previous call: its messages (then tools) and what scanning found;
+    ``sentinels`` maps special-token text to its sentinel."""
+
+    items: list[Any]
+    checked: list[_Checked]
+    sentinels: dict[str, str]
+
 
 class TypedSpecials:
     """Finds special-token text in client strings and encodes transcripts that had some."""
@@ -67,6 +94,7 @@ class TypedSpecials:
             return np.asarray(plain.encode(text, add_special_tokens=False).ids, np.int32)
 
         special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
+        self._memos: LruCache[str, _MaskMemo] = LruCache(cache_bytes // 4)
         self._pieces = (
             PieceEncoder(self._find, special_ids, encode_piece, cache_bytes=cache_bytes)
             if self._find is not None
@@ -77,10 +105,22 @@ class TypedSpecials:
     def piece_stats(self) -> dict[str, int]:
         return self._pieces.stats() if self._pieces is not None else {}
 
-    def mask(self, messages: list[Any], tools: list[Any] | None) -> Masked | None:
-        """None when no client string holds special-token text (the common case, one
-        substring scan per string); else the data with each occurrence swapped."""
-        if self._find is None or not self._contains_special((messages, tools)):
+    def mask(
+        self, messages: list[Any], tools: list[Any] | None, *, session: str | None = None
+    ) -> Masked | None:
+        """None when no client string holds special-token text (the common case); else the
+        data with each occurrence swapped for a sentinel.  With ``session``, messages equal to
+        the previous call's are not scanned again (agents resend the whole transcript)."""
+        if self._find is None:
+            return None
+        memo = self._memos.get(session) if session is not None else None
+        sentinels = dict(memo.sentinels) if memo is not None else {}
+        items = [*messages, tools]
+        checked = [self._checked(k, item, memo, sentinels) for k, item in enumerate(items)]
+        if session is not None:
+            memo = _MaskMemo(items, checked, sentinels)
+            self._memos.put(session, memo, _approx_bytes(items))
+        if not any(c.special for c in checked):
             return None
         if self._stripping:
             raise BadRequestError(
@@ -89,42 +129,56 @@ class TypedSpecials:
                 "cannot be kept as plain text",
                 param="messages",
             )
-        sentinels: dict[str, str] = {}
-        masked = _map_strings((messages, tools), lambda text: self._swap(text, sentinels))
-        return Masked(masked[0], masked[1], {s: t for t, s in sentinels.items()})
-
-    def encode(
-        self, rendered: str, masked: Masked, *, session: str, tenant: str
-    ) -> tuple[str, IdArray, int]:
-        """(text with user specials restored, exact ids, ids reused from the session's previous
-        call or the piece cache) of a transcript rendered from ``masked``."""
-        assert self._pieces is not None
-
-        def restore(piece: str) -> str:
-            return _SENTINELS.sub(lambda m: masked.tokens.get(m.group(), m.group()), piece)
-
-        ids, reused = self._pieces.encode(
-            rendered, masked.tokens, restore, session=session, tenant=tenant
-        )
-        return restore(rendered), ids, reused
-
-    def _contains_special(self, value: Any) -> bool:
-        if isinstance(value, str):
-            return any(head in value for head in self._heads) and bool(
-                self._find and self._find.search(value)
-            )
-        if isinstance(value, dict):
-            return any(self._contains_special(v) for v in value.values())
-        if isinstance(value, list | tuple):
-            return any(self._contains_special(v) for v in value)
-        return False
-
-    def _swap(self, text: str, sentinels: dict[str, str]) -> str:
-        if _SENTINELS.search(text):
+        if any(c.sentinel for c in checked):
             raise BadRequestError(
                 "the request uses characters U+10FD00..U+10FFFD, which "
                 "toksplice reserves when it keeps special-token text plain"
             )
+        masked = [c.masked for c in checked]
+        return Masked(masked[:-1], masked[-1], {v: k for k, v in sentinels.items()})
+
+    def _checked(
+        self, index: int, item: Any, memo: _MaskMemo | None, sentinels: dict[str, str]
+    ) -> _Checked:
+        if memo is not None and index < len(memo.items) and item == memo.items[index]:
+            old = memo.checked[index]
+            if not old.special:
+                return _Checked(item, False, old.sentinel)
+            if orjson.dumps(item) == old.json:
+                return old  # == holds 1 == 1.0 == True; the JSON tells them apart
+        special = self._contains(item, self._has_special)
+        sentinel = self._contains(item, _has_sentinel)
+        if not special:
+            return _Checked(item, False, sentinel)
+        return _Checked(
+            _map_strings(item, lambda text: self._swap(text, sentinels)), True, sentinel
+        )
+
+    def encode(
+        self, rendered: str, masked: Masked, *, session: str, tenant: str
+    ) -> tuple[IdArray, int]:
+        """(exact ids, ids reused from the session's previous call or the piece cache) of a
+        transcript rendered from ``masked``."""
+        assert self._pieces is not None
+        return self._pieces.encode(
+            rendered, masked.tokens, masked.restore, session=session, tenant=tenant
+        )
+
+    def _has_special(self, text: str) -> bool:
+        return any(head in text for head in self._heads) and bool(
+            self._find and self._find.search(text)
+        )
+
+    def _contains(self, value: Any, test: Callable[[str], bool]) -> bool:
+        if isinstance(value, str):
+            return test(value)
+        if isinstance(value, dict):
+            return any(self._contains(v, test) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(self._contains(v, test) for v in value)
+        return False
+
+    def _swap(self, text: str, sentinels: dict[str, str]) -> str:
         assert self._find is not None
 
         def sentinel(match: re.Match[str]) -> str:
@@ -134,6 +188,20 @@ class TypedSpecials:
             return sentinels[token]
 
         return self._find.sub(sentinel, text)
+
+
+def _approx_bytes(items: list[Any]) -> int:
+    """Rough memory held by a request's messages: their text plus per-object overhead."""
+    size = 0
+    for item in items:
+        if isinstance(item, dict):
+            for value in item.values():
+                size += 4 * len(value) + 64 if isinstance(value, str) else 512
+    return size + 256 * len(items)
+
+
+def _has_sentinel(text: str) -> bool:
+    return _SENTINELS.search(text) is not None
 
 
 def _map_strings(value: Any, change: Callable[[str], str]) -> Any:

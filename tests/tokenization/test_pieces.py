@@ -104,7 +104,8 @@ def test_edited_sessions_match_the_reference(
     for change in [None, *changes]:
         if change is not None:
             text = _apply(text, *change)
-        restored, ids, reused = typed.encode(text, masked, session=f"t/{session}", tenant="t")
+        ids, reused = typed.encode(text, masked, session=f"t/{session}", tenant="t")
+        restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, "<|im_end|>")
         assert list(ids) == _expected(qwen, plain, text)
         assert 0 <= reused <= len(ids)
@@ -118,7 +119,7 @@ def test_a_long_session_reuses_almost_everything(
     text = "<|im_start|>system\ncch=1;<|im_end|>\n"
     for k in range(30):
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn.replace("x", str(k))
-        _, ids, reused = typed.encode(text, masked, session="t/long", tenant="t")
+        ids, reused = typed.encode(text, masked, session="t/long", tenant="t")
         assert list(ids) == _expected(qwen, plain, text)
     assert reused > 0.9 * len(ids)
 
@@ -129,6 +130,7 @@ def test_changed_sentinel_meaning_discards_the_state(
     text = "a " + SENTINEL + " b<|im_end|>"
     for typed_text in ("<|im_end|>", "<|endoftext|>"):
         masked = Masked([], None, {SENTINEL: typed_text})
-        restored, ids, _ = typed.encode(text, masked, session="t/m", tenant="t")
+        ids, _ = typed.encode(text, masked, session="t/m", tenant="t")
+        restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, typed_text)
         assert list(ids) == _expected(qwen, plain, text, typed_text)

@@ -22,7 +22,7 @@ CHATML = (
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "<tool_call>", "<|"]
 fragments = st.one_of(
     st.sampled_from(SPECIALS),
-    st.text(max_size=12),
+    st.text(st.characters(max_codepoint=0x10FCFF, exclude_categories=("Cs",)), max_size=12),
     st.sampled_from([" ", "\n", "system", "user\n", "|>", "<"]),
 )
 contents = st.lists(fragments, max_size=8).map("".join)
@@ -71,7 +71,9 @@ def test_typed_specials_are_encoded_as_text(
         assert not any(s in m["content"] for m in messages for s in SPECIALS[:3])
         assert qwen.encode(text, add_special_tokens=False).ids == _oracle(qwen, plain, messages)
         return
-    text, ids, _ = typed.encode(template.render(masked.messages), masked, session="t/s", tenant="t")
+    rendered = template.render(masked.messages)
+    ids, _ = typed.encode(rendered, masked, session="t/s", tenant="t")
+    text = masked.restore(rendered)
     assert text == template.render(messages)
     assert list(ids) == _oracle(qwen, plain, messages)
 
@@ -103,10 +105,8 @@ def test_other_families(name: str, reference: Callable[[str], Tokenizer]) -> Non
     text = f"x {specials[0]} y {specials[-1]}"
     masked = typed.mask([{"role": "user", "content": text}], None)
     assert masked is not None
-    restored, ids, _ = typed.encode(
-        masked.messages[0]["content"], masked, session="t/s", tenant="t"
-    )
-    assert restored == text
+    ids, _ = typed.encode(masked.messages[0]["content"], masked, session="t/s", tenant="t")
+    assert masked.restore(masked.messages[0]["content"]) == text
     plain = Tokenizer.from_str(tok.to_str())
     plain.encode_special_tokens = True
     assert list(ids) == plain.encode(text, add_special_tokens=False).ids
@@ -130,11 +130,28 @@ def test_growing_session_reuses_pieces_exactly(
     messages = [{"role": "user", "content": "read <|im_end|> please"}]
     for role, content in turns:
         messages = [*messages, {"role": role, "content": content}]
-        masked = typed.mask(messages, None)
+        masked = typed.mask(messages, None, session=f"t/{session}")
         assert masked is not None
-        _, ids, reused = typed.encode(
+        ids, reused = typed.encode(
             template.render(masked.messages), masked, session="t/s", tenant="t"
         )
         assert 0 <= reused <= len(ids)
         assert list(ids) == _oracle(qwen, plain, messages)
     assert typed.piece_stats["sessions"] >= 1
+
+
+def test_session_memo_rescans_changed_messages(typed: TypedSpecials) -> None:
+    first = [
+        {"role": "user", "content": "plain"},
+        {"role": "tool", "content": "a<|im_end|>", "n": 1},
+    ]
+    assert typed.mask(first, None, session="t/memo") is not None
+    assert typed.mask(first[:1], None, session="t/memo") is None
+    same_text_other_type = [
+        {"role": "user", "content": "plain", "n": 1.0},
+        {"role": "tool", "content": "a<|im_end|>", "n": True},
+    ]
+    masked = typed.mask(same_text_other_type, None, session="t/memo")
+    assert masked is not None and masked.messages[1]["n"] is True
+    with pytest.raises(BadRequestError, match="reserves"):
+        typed.mask([*first, {"role": "user", "content": "\U0010fd01"}], None, session="t/memo")
