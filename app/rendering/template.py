@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
 
 from app.errors import BadRequestError, TemplateError
-from app.rendering import loading
+from app.rendering import loading, scan
 from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
-from app.rendering.memo import RenderCache, SessionMemo, bind, plan_loops
+from app.rendering.loops import RUNNER, plan_loops
+from app.rendering.memo import RenderCache, SessionMemo
 from app.rendering.messages import (
     ContentFormat,
     detect_content_format,
@@ -30,7 +32,9 @@ _CONSUMED = frozenset({"chat_template", "tokenize", "continue_final_message"})
 class _Variant:
     """One compiled template text."""
 
-    def __init__(self, name: str, source: str, env: jinja2.Environment) -> None:
+    def __init__(
+        self, name: str, source: str, env: jinja2.Environment, scans: dict[str, bool]
+    ) -> None:
         self.name = name
         self.source = source
         try:
@@ -41,12 +45,15 @@ class _Variant:
                 f"chat template {name!r} does not compile (line {exc.lineno}): {exc.message}"
             ) from None
         self.content_format: ContentFormat = detect_content_format(root)
-        rewritten, self.plans = plan_loops(env, root)
-        self.memo_template = (
-            env.template_class.from_code(env, env.compile(rewritten), env.make_globals(None))
-            if self.plans
-            else None
-        )
+        body, self.scanned = scan.rewrite(root.body, scans)
+        body, self.plans = plan_loops(env, body)
+        self.memo_template = None
+        if self.scanned or self.plans:
+            rewritten = nodes.Template(body)
+            rewritten.set_environment(env)
+            self.memo_template = env.template_class.from_code(
+                env, env.compile(rewritten), env.make_globals(None)
+            )
 
 
 class ChatTemplate:
@@ -71,7 +78,8 @@ class ChatTemplate:
         if name is None and "default" not in texts and len(texts) != 1:
             raise TemplateError(f"several chat templates and none named 'default': {sorted(texts)}")
         self._env = make_environment()
-        self._variants = {key: _Variant(key, text, self._env) for key, text in texts.items()}
+        scans = scan.shapes(self._env)
+        self._variants = {key: _Variant(key, text, self._env, scans) for key, text in texts.items()}
         self._pinned = (
             name if name is not None else (None if "default" in texts else next(iter(texts)))
         )
@@ -133,9 +141,9 @@ class ChatTemplate:
     ) -> str:
         """The prompt text for OpenAI-style ``messages``.
 
-        With a ``cache`` and a ``session`` key (the conversation id), the iterations of the
-        template's memoizable loops are replayed from that session's previous calls; the
-        result is identical to a fresh render (see ``app.rendering.memo``).
+        With a ``cache`` and a ``session`` key (the conversation id), unchanged messages and
+        runs of loop iterations are reused from that session's previous call; the result is
+        identical to a fresh render (see ``app.rendering.memo`` and ``replay``).
 
         ``chat_template_kwargs`` are extra template variables (``enable_thinking`` ...); one
         that would rebind ``messages``, ``tools``, ``documents``, ``add_generation_prompt``,
@@ -168,9 +176,8 @@ class ChatTemplate:
                 documents,
                 memo,
             )
-            bind(context, variant.plans, memo)
             try:
-                return _run(variant, variant.memo_template, context)
+                return _run(variant, variant.memo_template, context, memo)
             finally:
                 cache.account(memo)
 
@@ -206,13 +213,50 @@ class ChatTemplate:
         }
 
 
-def _run(variant: _Variant, template: jinja2.Template, context: dict[str, Any]) -> str:
+def _run(
+    variant: _Variant,
+    template: jinja2.Template,
+    context: dict[str, Any],
+    memo: SessionMemo | None = None,
+) -> str:
     try:
-        return template.render(context)
+        if memo is None:
+            return template.render(context)
+        return _render_memo(variant, template, context, memo)
     except TemplateRaised as exc:
         raise TemplateError(str(exc.message)) from None
     except Exception as exc:
         raise template_error(variant.name, exc) from None
+
+
+def _render_memo(
+    variant: _Variant, template: jinja2.Template, context: dict[str, Any], memo: SessionMemo
+) -> str:
+    """``template.render`` with the memo's callables bound: each planned loop's call yields a
+    fresh marker string, replaced here by the loop's pieces, so that the output is joined
+    (copied) once."""
+    spliced: dict[int, tuple[str, list[str]]] = {}
+
+    def run_loop(k: int, items: Any, values: dict[str, Any]) -> str:
+        pieces = memo.render_loop(k, variant.plans[k], items, values)
+        marker = f"<loop {len(spliced)}>"
+        spliced[id(marker)] = (marker, pieces)
+        return marker
+
+    context[RUNNER] = run_loop
+    context[scan.SCANNER] = scan.scan
+    out: list[str] = []
+    ctx = template.new_context(context)
+    try:
+        for piece in template.root_render_func(ctx):
+            found = spliced.get(id(piece))
+            if found is not None and found[0] is piece:
+                out += found[1]
+            else:
+                out.append(piece)
+    except Exception:
+        template.environment.handle_exception()
+    return "".join(out)
 
 
 def template_error(name: str, exc: BaseException) -> TemplateError:

@@ -1,0 +1,274 @@
+"""Static analysis: which top-level ``{% for %}`` loops of a template can be replayed.
+
+A loop qualifies when its body provably reads nothing but: the item, the ``loop`` attributes
+``index``/``index0``/``first``/``last``/``depth``/``depth0``, outer names (including
+namespaces, whose written attributes are tracked as loop state), elements of outer lists at
+``loop.index0 + c`` / ``loop.index + c`` / a constant ``c``, and pure globals and filters
+(see ``_Reads``). Then an iteration's output and namespace writes are a function of those
+inputs alone, which is what ``app.rendering.replay`` relies on to replay unchanged runs of
+iterations. A namespace attribute that the body never writes and reads only as
+``loop.index0 OP ns.attr`` (Qwen3's ``loop.index0 > ns.last_query_index``) is a
+``Threshold``: iterations depend on it only through that comparison's outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jinja2
+from jinja2 import nodes
+
+RUNNER = "__toksplice_loop"
+_LOOP_ATTRS = frozenset({"index", "index0", "first", "last", "depth", "depth0"})
+_COMPARE = frozenset({"eq", "ne", "gt", "gteq", "lt", "lteq"})
+_PURE_GLOBALS = frozenset({"raise_exception", "namespace", "dict", "range"})
+_IMPURE_FILTERS = frozenset({"random"})
+_FORBIDDEN = (
+    nodes.Break,
+    nodes.Continue,
+    nodes.Macro,
+    nodes.CallBlock,
+    nodes.Include,
+    nodes.Import,
+    nodes.FromImport,
+    nodes.Extends,
+    nodes.Block,
+    nodes.Scope,
+    nodes.OverlayScope,
+    nodes.ContextReference,
+    nodes.DerivedContextReference,
+    nodes.ExtensionAttribute,
+    nodes.ImportedName,
+    nodes.InternalName,
+)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """``loop.<attr> <op> <name>.<field>`` (``flipped``: the loop attribute on the right)."""
+
+    name: str
+    field: str
+    attr: str  # "index0" or "index"
+    op: str
+    flipped: bool
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """What one replayable loop's body reads and writes."""
+
+    target: str
+    loop_attrs: frozenset[str]
+    outer: tuple[str, ...]  # names read as whole values (namespaces included)
+    indexed: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # name, (attr, offset)s
+    written: tuple[tuple[str, tuple[str, ...]], ...]  # namespace name, attributes set
+    thresholds: tuple[Threshold, ...]
+    body: jinja2.Template
+
+
+def plan_loops(
+    env: jinja2.Environment, statements: list[nodes.Node]
+) -> tuple[list[nodes.Node], list[LoopPlan]]:
+    """The top-level ``statements`` with each qualifying top-level loop replaced by a call of the
+    runner (``RUNNER(k, iter, {name: value})``, which renders it), and the plans."""
+    plans: list[LoopPlan] = []
+    body: list[nodes.Node] = []
+    for stmt in statements:
+        plan = _plan(env, stmt) if isinstance(stmt, nodes.For) else None
+        if plan is None:
+            body.append(stmt)
+            continue
+        assert isinstance(stmt, nodes.For)
+        names = plan.outer + tuple(name for name, _ in plan.indexed)
+        values = nodes.Dict([nodes.Pair(nodes.Const(n), nodes.Name(n, "load")) for n in names])
+        call = nodes.Call(
+            nodes.Name(RUNNER, "load"), [nodes.Const(len(plans)), stmt.iter, values], [], None, None
+        )
+        body.append(nodes.Output([call]).set_lineno(stmt.lineno))
+        plans.append(plan)
+    return body, plans
+
+
+def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
+    if (
+        loop.test is not None
+        or loop.recursive
+        or loop.else_
+        or not isinstance(loop.target, nodes.Name)
+    ):
+        return None
+    reads = _Reads(loop.target.name)
+    try:
+        for stmt in loop.body:
+            reads.visit(stmt, outer_loop=True)
+    except _NotPure:
+        return None
+    if reads.lengths:
+        return None  # ``name | length`` changes whenever the conversation grows
+    indexed_names = set(reads.offsets) - reads.other_use
+    indexed = tuple((name, tuple(sorted(reads.offsets[name]))) for name in sorted(indexed_names))
+    outer = tuple(sorted(reads.names - indexed_names - set(env.globals)))
+    thresholds = tuple(
+        t
+        for t in reads.thresholds
+        if t.name not in reads.whole and (t.name, t.field) not in reads.field_reads | reads.writes
+    )
+    written: dict[str, set[str]] = {}
+    for name, attr in reads.writes:
+        written.setdefault(name, set()).add(attr)
+    body = nodes.Template(list(loop.body))
+    body.set_environment(env)
+    template = env.template_class.from_code(env, env.compile(body), env.make_globals(None))
+    return LoopPlan(
+        loop.target.name,
+        frozenset(reads.loop_attrs),
+        outer,
+        indexed,
+        tuple((n, tuple(sorted(a))) for n, a in sorted(written.items())),
+        thresholds,
+        template,
+    )
+
+
+class _NotPure(Exception):
+    pass
+
+
+class _Reads:
+    """Walks a loop body, collecting what it reads; raises ``_NotPure`` if it cannot tell."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.names: set[str] = set()
+        self.loop_attrs: set[str] = set()
+        self.offsets: dict[str, set[tuple[str, int]]] = {}
+        self.lengths: set[str] = set()
+        self.other_use: set[str] = set()  # names read other than as name[<offset>]
+        self.whole: set[str] = set()  # names read other than as name.field
+        self.field_reads: set[tuple[str, str]] = set()  # name.field outside thresholds
+        self.writes: set[tuple[str, str]] = set()
+        self.thresholds: list[Threshold] = []
+
+    def visit(self, node: nodes.Node, outer_loop: bool) -> None:
+        if isinstance(node, _FORBIDDEN):
+            raise _NotPure
+        if isinstance(node, nodes.For):
+            if node.recursive:
+                raise _NotPure
+            self.visit(node.iter, outer_loop)
+            for child in (*node.body, *node.else_, *([node.test] if node.test else [])):
+                self.visit(child, outer_loop=False)
+            self.visit(node.target, outer_loop)
+        elif isinstance(node, nodes.Name):
+            self._name(node, outer_loop)
+        elif isinstance(node, nodes.NSRef):
+            self.names.add(node.name)
+            self.other_use.add(node.name)
+            self.writes.add((node.name, node.attr))
+        elif isinstance(node, nodes.Getattr) and _is_name(node.node, "loop"):
+            if not outer_loop:
+                return
+            if node.attr not in _LOOP_ATTRS:
+                raise _NotPure
+            self.loop_attrs.add(node.attr)
+        elif (
+            isinstance(node, nodes.Getattr)
+            and isinstance(node.node, nodes.Name)
+            and node.node.name not in ("loop", self.target)
+        ):
+            self.names.add(node.node.name)
+            self.other_use.add(node.node.name)
+            self.field_reads.add((node.node.name, node.attr))
+        elif outer_loop and (threshold := _threshold(node, self.target)) is not None:
+            self.names.add(threshold.name)
+            self.other_use.add(threshold.name)
+            self.loop_attrs.add(threshold.attr)
+            self.thresholds.append(threshold)
+        elif (
+            isinstance(node, nodes.Getitem)
+            and outer_loop
+            and isinstance(node.node, nodes.Name)
+            and node.node.name not in ("loop", self.target)
+            and (offset := _offset(node.arg)) is not None
+        ):
+            self.offsets.setdefault(node.node.name, set()).add(offset)
+            self.names.add(node.node.name)
+            self.whole.add(node.node.name)
+            self.visit(node.arg, outer_loop)
+        elif (
+            isinstance(node, nodes.Filter)
+            and node.name == "length"
+            and outer_loop
+            and isinstance(node.node, nodes.Name)
+            and node.node.name not in ("loop", self.target)
+        ):
+            self.lengths.add(node.node.name)
+        else:
+            self._generic(node, outer_loop)
+
+    def _generic(self, node: nodes.Node, outer_loop: bool) -> None:
+        if isinstance(node, nodes.Call):
+            callee = node.node
+            if isinstance(callee, nodes.Name) and callee.name not in _PURE_GLOBALS:
+                raise _NotPure
+            if not isinstance(callee, nodes.Name | nodes.Getattr):
+                raise _NotPure
+        if isinstance(node, nodes.Filter | nodes.Test) and node.name in _IMPURE_FILTERS:
+            raise _NotPure
+        for child in node.iter_child_nodes():
+            self.visit(child, outer_loop)
+
+    def _name(self, node: nodes.Name, outer_loop: bool) -> None:
+        if node.name == "loop" and outer_loop:
+            raise _NotPure  # the loop object itself escapes
+        if node.name == self.target or (node.name == "loop" and not outer_loop):
+            return
+        self.names.add(node.name)
+        self.whole.add(node.name)
+        if node.ctx == "load":
+            self.other_use.add(node.name)
+
+
+def _is_name(node: nodes.Node, name: str) -> bool:
+    return isinstance(node, nodes.Name) and node.name == name
+
+
+def _loop_index(node: nodes.Node) -> str | None:
+    if (
+        isinstance(node, nodes.Getattr)
+        and _is_name(node.node, "loop")
+        and node.attr in ("index0", "index")
+    ):
+        return node.attr
+    return None
+
+
+def _threshold(node: nodes.Node, target: str) -> Threshold | None:
+    """``loop.index0 > ns.field`` (either side, one comparison operator) as a Threshold."""
+    if not isinstance(node, nodes.Compare) or len(node.ops) != 1 or node.ops[0].op not in _COMPARE:
+        return None
+    left, right = node.expr, node.ops[0].expr
+    for attr_side, other, flipped in ((left, right, False), (right, left, True)):
+        attr = _loop_index(attr_side)
+        if (
+            attr is not None
+            and isinstance(other, nodes.Getattr)
+            and isinstance(other.node, nodes.Name)
+            and other.node.name not in ("loop", target)
+        ):
+            return Threshold(other.node.name, other.attr, attr, node.ops[0].op, flipped)
+    return None
+
+
+def _offset(arg: nodes.Node) -> tuple[str, int] | None:
+    """``loop.index0 + c`` style subscripts as (attr, c); a constant int as ("", c)."""
+    if isinstance(arg, nodes.Const) and type(arg.value) is int:
+        return ("", arg.value)
+    sign = 1 if isinstance(arg, nodes.Add) else -1 if isinstance(arg, nodes.Sub) else 0
+    if isinstance(arg, nodes.BinExpr) and sign:
+        attr = _loop_index(arg.left)
+        if isinstance(arg.right, nodes.Const) and type(arg.right.value) is int and attr:
+            return (attr, sign * arg.right.value)
+    attr = _loop_index(arg)
+    return None if attr is None else (attr, 0)

@@ -1,0 +1,281 @@
+"""Rendering a planned loop (``app.rendering.loops``) by replaying the previous call's run.
+
+Each iteration is rendered alone, through the loop body compiled as its own template, with
+the ``loop`` attributes it may read; or, for a run of iterations ``[i, j)`` whose inputs are
+provably the previous call's, the previous call's output for ``[i, j)`` is copied and its
+namespace state after ``j - 1`` restored. By induction over ``[i, j)``: iteration ``t``
+renders the same text and leaves the same state when it starts from the same state and
+reads the same values, and (``LoopPlan``) it reads only
+
+* the item ``t`` and neighbours ``t + c``: the same objects when they lie in the common
+  prefix of this and the previous call's lists (prepared messages are reused, never
+  mutated), and not negative (Python would wrap to the list's end);
+* ``loop.index``/``index0``/``first``/``depth``: functions of ``t``; ``loop.last``: the same
+  while ``t`` is below both calls' last index;
+* outer values and namespace attributes the loop does not write: equal at loop entry
+  (type-exact fingerprints) and unchanged by the loop; thresholds: the comparison has the
+  same outcome for ``t`` under the old and the new integer;
+* namespace attributes the loop writes: the state, equal at ``i`` (checked), then by
+  induction.
+"""
+
+from __future__ import annotations
+
+import operator
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2.runtime import Undefined
+from jinja2.utils import Namespace
+
+from app.rendering.loops import LoopPlan, Threshold
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "gt": operator.gt,
+    "gteq": operator.ge,
+    "lt": operator.lt,
+    "lteq": operator.le,
+}
+_State = tuple[dict[str, Any], ...]  # per written namespace: its written attributes
+
+
+class Unkeyable(Exception):
+    """A value the memo cannot compare exactly; the loop renders without replay."""
+
+
+def fingerprint(value: Any) -> Any:
+    """A comparable, type-exact stand-in for a template value."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int or kind is bool or value is None:
+        return (kind, value)
+    if kind is float:
+        return (kind, repr(value))
+    if isinstance(value, Undefined):
+        return (Undefined, kind, value._undefined_name)
+    if kind is dict or kind is list:
+        try:
+            return (kind, pickle.dumps(value, protocol=5))
+        except Exception as exc:
+            raise Unkeyable from exc
+    raise Unkeyable(kind.__name__)
+
+
+@dataclass
+class LoopRun:
+    """What one call's run of a loop leaves for the next call to replay."""
+
+    items: list[Any]
+    lists: tuple[list[Any], ...]  # the indexed lists' values
+    entry: Any  # fingerprint of the outer values (thresholds apart) at loop entry
+    thresholds: tuple[int, ...]
+    pieces: list[str]  # pieces[t]: iteration t's output
+    states: list[_State]  # states[t]: the written namespace attributes after iteration t
+    start: _State  # ... before iteration 0
+    replayed: int  # iterations copied rather than rendered (for tests and benchmarks)
+
+
+def run_loop(
+    plan: LoopPlan, items: Any, values: dict[str, Any], previous: LoopRun | None
+) -> tuple[list[str], LoopRun | None]:
+    """The loop's output, one piece per iteration (left unjoined: the template splices them
+    into its output, so a megabyte of text is copied once, not three times), and the run to
+    keep (None when its inputs cannot be compared)."""
+    items = items if type(items) is list else list(items)
+    written = [
+        (_attrs(values[name]), attrs)
+        for name, attrs in plan.written
+        if isinstance(values.get(name), Namespace)
+    ]
+    try:
+        entry, limits = _entry(plan, values)
+    except Unkeyable:
+        return [_render(plan, items, t, values) for t in range(len(items))], None
+    lists = tuple(values[name] for name, _ in plan.indexed)
+    start = _state(written)
+    if previous is not None and (
+        previous.entry != entry or any(type(v) is not list for v in lists)
+    ):
+        previous = None
+    blocks = [] if previous is None else _blocks(plan, items, lists, limits, previous)
+    pieces: list[str] = []
+    states: list[_State] = []
+    replayed = t = 0
+    for lo, hi in blocks:
+        while t < lo:
+            _step(plan, items, t, values, pieces, states, written)
+            t += 1
+        assert previous is not None
+        if not _same_state(
+            states[t - 1] if t else start, previous.states[t - 1] if t else previous.start
+        ):
+            continue
+        pieces += previous.pieces[t:hi]
+        states += previous.states[t:hi]
+        for (live, _), saved in zip(written, states[-1], strict=True):
+            live.update(saved)
+        replayed += hi - t
+        t = hi
+    while t < len(items):
+        _step(plan, items, t, values, pieces, states, written)
+        t += 1
+    return pieces, LoopRun(items, lists, entry, limits, pieces, states, start, replayed)
+
+
+def _step(
+    plan: LoopPlan,
+    items: list[Any],
+    t: int,
+    values: dict[str, Any],
+    pieces: list[str],
+    states: list[_State],
+    written: list[tuple[dict[str, Any], tuple[str, ...]]],
+) -> None:
+    pieces.append(_render(plan, items, t, values))
+    states.append(_state(written))
+
+
+def _entry(plan: LoopPlan, values: dict[str, Any]) -> tuple[Any, tuple[int, ...]]:
+    """The fingerprint of the outer values a loop run depends on, thresholds apart, and the
+    thresholds' integers (a threshold whose value is not an ``int`` is fingerprinted).
+    A namespace seen under two names is refused: writes through one would go unseen."""
+    spaces = [id(v) for v in values.values() if isinstance(v, Namespace)]
+    if len(set(spaces)) != len(spaces):
+        raise Unkeyable("aliased namespace")
+    limits: list[int] = []
+    skip: set[tuple[str, str]] = set()
+    for threshold in plan.thresholds:
+        space = values.get(threshold.name)
+        value = _attrs(space).get(threshold.field) if isinstance(space, Namespace) else None
+        if type(value) is not int:
+            return _entry(_without_thresholds(plan), values)
+        limits.append(value)
+        skip.add((threshold.name, threshold.field))
+    parts = []
+    for name in plan.outer:
+        value = values[name]
+        if isinstance(value, Namespace):
+            parts.append(
+                tuple(
+                    (k, fingerprint(v)) for k, v in _attrs(value).items() if (name, k) not in skip
+                )
+            )
+        else:
+            parts.append(fingerprint(value))
+    return (len(limits), tuple(parts)), tuple(limits)
+
+
+def _without_thresholds(plan: LoopPlan) -> LoopPlan:
+    return LoopPlan(
+        plan.target, plan.loop_attrs, plan.outer, plan.indexed, plan.written, (), plan.body
+    )
+
+
+def _blocks(
+    plan: LoopPlan,
+    items: list[Any],
+    lists: tuple[list[Any], ...],
+    limits: tuple[int, ...],
+    previous: LoopRun,
+) -> list[tuple[int, int]]:
+    """Maximal runs ``[lo, hi)`` of iterations whose reads are the previous call's."""
+    k = _common(items, previous.items)
+    lo, hi = 0, k
+    if "last" in plan.loop_attrs:
+        hi = min(hi, len(items) - 1, len(previous.items) - 1)
+    for (_, offsets), seq, old in zip(plan.indexed, lists, previous.lists, strict=True):
+        same = k if seq is items and old is previous.items else _common(seq, old)
+        for attr, offset in offsets:
+            if not attr:
+                hi = hi if 0 <= offset < same else 0
+                continue
+            shift = offset + (attr == "index")
+            lo, hi = max(lo, -shift), min(hi, same - shift)
+    flips = sorted(
+        {
+            t
+            for threshold, new, old in zip(
+                plan.thresholds, limits, previous.thresholds, strict=True
+            )
+            for t in _flips(threshold, new, old, lo, hi)
+        }
+    )
+    blocks = []
+    for cut in [*flips, hi]:
+        if lo < cut:
+            blocks.append((lo, cut))
+        lo = max(lo, cut + 1)
+    return blocks
+
+
+def _flips(threshold: Threshold, new: int, old: int, lo: int, hi: int) -> list[int]:
+    """Iterations in ``[lo, hi)`` for which the comparison differs between the two values.
+    For integer operands that can only happen between them (give or take one)."""
+    if new == old:
+        return []
+    compare = _OPS[threshold.op]
+    shift = threshold.attr == "index"
+    out = []
+    for t in range(max(lo, min(new, old) - 2), min(hi, max(new, old) + 3)):
+        a = t + shift
+        if threshold.flipped:
+            differs = bool(compare(new, a)) != bool(compare(old, a))
+        else:
+            differs = bool(compare(a, new)) != bool(compare(a, old))
+        if differs:
+            out.append(t)
+    return out
+
+
+def _common(new: list[Any], old: list[Any]) -> int:
+    """The length of the common prefix of two lists, by identity."""
+    same = list(map(operator.is_, new, old))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
+
+
+def _state(written: list[tuple[dict[str, Any], tuple[str, ...]]]) -> _State:
+    return tuple({k: v for k, v in live.items() if k in attrs} for live, attrs in written)
+
+
+def _same_state(new: _State, old: _State) -> bool:
+    try:
+        return bool(_key(new) == _key(old))
+    except Unkeyable:
+        return False
+
+
+def _key(state: _State) -> Any:
+    return tuple(tuple((k, fingerprint(v)) for k, v in d.items()) for d in state)
+
+
+def _attrs(space: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = object.__getattribute__(space, "_Namespace__attrs")
+    return attrs
+
+
+def _render(plan: LoopPlan, items: list[Any], t: int, values: dict[str, Any]) -> str:
+    context = {**values, plan.target: items[t], "loop": _LoopView(t, len(items))}
+    return plan.body.render(context)
+
+
+class _LoopView:
+    """The ``loop`` attributes a planned body may read, as jinja's ``LoopContext`` has them
+    for a top-level, non-recursive loop."""
+
+    __slots__ = ("first", "index", "index0", "last")
+    depth = 1
+    depth0 = 0
+
+    def __init__(self, t: int, n: int) -> None:
+        self.index0 = t
+        self.index = t + 1
+        self.first = t == 0
+        self.last = t == n - 1
