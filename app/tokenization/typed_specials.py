@@ -56,13 +56,14 @@ class Masked:
 
 @dataclass(frozen=True, slots=True)
 class _Checked:
-    """One message (or the tools) as scanned: masked copy, and what it held."""
+    """What scanning one message (or the tools) found; for items with special text, the
+    masked copy and the original's JSON (``==`` holds 1 == 1.0 == True, JSON does not)."""
 
-    masked: Any
     special: bool
     sentinel: bool
+    size: int
+    masked: Any = None
     json: bytes = b""
-    """The original's JSON, kept for items with special text (see ``_checked``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,7 @@ class TypedSpecials:
         checked = [self._checked(k, item, memo, sentinels) for k, item in enumerate(items)]
         if session is not None:
             memo = _MaskMemo(items, checked, sentinels)
-            self._memos.put(session, memo, _approx_bytes(items))
+            self._memos.put(session, memo, sum(c.size for c in checked))
         if not any(c.special for c in checked):
             return None
         if self._stripping:
@@ -134,7 +135,7 @@ class TypedSpecials:
                 "the request uses characters U+10FD00..U+10FFFD, which "
                 "toksplice reserves when it keeps special-token text plain"
             )
-        masked = [c.masked for c in checked]
+        masked = [c.masked if c.special else item for c, item in zip(checked, items, strict=True)]
         return Masked(masked[:-1], masked[-1], {v: k for k, v in sentinels.items()})
 
     def _checked(
@@ -142,17 +143,15 @@ class TypedSpecials:
     ) -> _Checked:
         if memo is not None and index < len(memo.items) and item == memo.items[index]:
             old = memo.checked[index]
-            if not old.special:
-                return _Checked(item, False, old.sentinel)
-            if orjson.dumps(item) == old.json:
-                return old  # == holds 1 == 1.0 == True; the JSON tells them apart
+            if not old.special or orjson.dumps(item) == old.json:
+                return old
         special = self._contains(item, self._has_special)
         sentinel = self._contains(item, _has_sentinel)
+        size = _approx_bytes(item)
         if not special:
-            return _Checked(item, False, sentinel)
-        return _Checked(
-            _map_strings(item, lambda text: self._swap(text, sentinels)), True, sentinel
-        )
+            return _Checked(False, sentinel, size)
+        masked = _map_strings(item, lambda text: self._swap(text, sentinels))
+        return _Checked(True, sentinel, size, masked, orjson.dumps(item))
 
     def encode(
         self, rendered: str, masked: Masked, *, session: str, tenant: str
@@ -190,14 +189,11 @@ class TypedSpecials:
         return self._find.sub(sentinel, text)
 
 
-def _approx_bytes(items: list[Any]) -> int:
-    """Rough memory held by a request's messages: their text plus per-object overhead."""
-    size = 0
-    for item in items:
-        if isinstance(item, dict):
-            for value in item.values():
-                size += 4 * len(value) + 64 if isinstance(value, str) else 512
-    return size + 256 * len(items)
+def _approx_bytes(item: Any) -> int:
+    """Rough memory a message holds: its text plus per-object overhead."""
+    if not isinstance(item, dict):
+        return 512
+    return 256 + sum(4 * len(v) + 64 if isinstance(v, str) else 512 for v in item.values())
 
 
 def _has_sentinel(text: str) -> bool:
