@@ -50,9 +50,8 @@ MODEL = "qwen3"
 @dataclass
 class Samples:
     ttft: list[float] = field(default_factory=list)
-    proxy: list[float] = field(default_factory=list)
-    render: list[float] = field(default_factory=list)
-    tokenize: list[float] = field(default_factory=list)
+    parts: dict[str, list[float]] = field(default_factory=dict)
+    """Server-Timing parts: read, parse, render, tokenize, proxy (ms)."""
     routes: Counter[str] = field(default_factory=Counter)
 
 
@@ -98,8 +97,13 @@ def _timed_bodies(seed: int, size: int, calls: int) -> list[bytes]:
     return [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
 
 
-async def _call(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str],
-                samples: Samples | None) -> None:
+async def _call(
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    samples: Samples | None,
+) -> None:
     started = time.perf_counter()
     async with client.stream("POST", url, content=body, headers=headers) as reply:
         if reply.status_code != 200:
@@ -111,17 +115,26 @@ async def _call(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[
     if samples is None:
         return
     samples.ttft.append(((first or time.perf_counter()) - started) * 1e3)
-    timing = dict(part.strip().split(";dur=") for part in
-                  reply.headers.get("server-timing", "").split(",") if ";dur=" in part)
+    timing = dict(
+        part.strip().split(";dur=")
+        for part in reply.headers.get("server-timing", "").split(",")
+        if ";dur=" in part
+    )
+    for name, value in timing.items():
+        samples.parts.setdefault(name, []).append(float(value))
     if timing:
-        samples.proxy.append(float(timing["proxy"]))
-        samples.render.append(float(timing["render"]))
-        samples.tokenize.append(float(timing["tokenize"]))
         samples.routes[reply.headers.get("x-toksplice-route", "?")] += 1
 
 
-async def _session(proxy: str, upstream: str, seed: int, bodies: list[bytes], direct: int,
-                   through: Samples, straight: Samples) -> None:
+async def _session(
+    proxy: str,
+    upstream: str,
+    seed: int,
+    bodies: list[bytes],
+    direct: int,
+    through: Samples,
+    straight: Samples,
+) -> None:
     headers = {"content-type": "application/json", "x-session-id": session_id(seed)}
     async with httpx.AsyncClient(timeout=600) as client:
         await _call(client, proxy + "/v1/chat/completions", bodies[0], headers, None)
@@ -141,22 +154,56 @@ def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> li
     up_port, proxy_port = _free_port(), _free_port()
     upstream, proxy = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}"
     rows = []
-    with _process([sys.executable, "loadtest/standin_upstream.py", "--tokenizer", str(folder),
-                   "--port", str(up_port)], upstream + "/health"), \
-         _process([sys.executable, "-m", "app", "serve", "--upstream", upstream, "--tokenizer",
-                   str(folder), "--model", MODEL, "--port", str(proxy_port), "--log-level",
-                   "warning"], proxy + "/health"):
+    with (
+        _process(
+            [
+                sys.executable,
+                "loadtest/standin_upstream.py",
+                "--tokenizer",
+                str(folder),
+                "--port",
+                str(up_port),
+            ],
+            upstream + "/health",
+        ),
+        _process(
+            [
+                sys.executable,
+                "-m",
+                "app",
+                "serve",
+                "--upstream",
+                upstream,
+                "--tokenizer",
+                str(folder),
+                "--model",
+                MODEL,
+                "--port",
+                str(proxy_port),
+                "--log-level",
+                "warning",
+            ],
+            proxy + "/health",
+        ),
+    ):
         for size in sizes:
             for n in concurrency:
                 seeds = [size // 1000 + 7919 * n + k for k in range(n)]
                 sessions = [_timed_bodies(seed, size, calls) for seed in seeds]
                 through, straight = Samples(), Samples()
 
-                async def main(seeds: list[int] = seeds, sessions: list[list[bytes]] = sessions,
-                               through: Samples = through, straight: Samples = straight) -> None:
-                    await asyncio.gather(*(
-                        _session(proxy, upstream, seed, bodies, direct, through, straight)
-                        for seed, bodies in zip(seeds, sessions, strict=True)))
+                async def main(
+                    seeds: list[int] = seeds,
+                    sessions: list[list[bytes]] = sessions,
+                    through: Samples = through,
+                    straight: Samples = straight,
+                ) -> None:
+                    await asyncio.gather(
+                        *(
+                            _session(proxy, upstream, seed, bodies, direct, through, straight)
+                            for seed, bodies in zip(seeds, sessions, strict=True)
+                        )
+                    )
 
                 asyncio.run(main())
                 rows.append(_row(size, n, through, straight))
@@ -166,36 +213,53 @@ def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> li
 
 def _row(size: int, n: int, through: Samples, straight: Samples) -> dict[str, Any]:
     return {
-        "chars": size, "concurrency": n, "calls": len(through.ttft),
-        "ttft_direct_p50": _p(straight.ttft, 0.5), "ttft_direct_p99": _p(straight.ttft, 0.99),
-        "ttft_proxy_p50": _p(through.ttft, 0.5), "ttft_proxy_p99": _p(through.ttft, 0.99),
-        "proxy_added_p50": _p(through.proxy, 0.5), "proxy_added_p99": _p(through.proxy, 0.99),
-        "render_p50": statistics.median(through.render),
-        "tokenize_p50": statistics.median(through.tokenize),
+        "chars": size,
+        "concurrency": n,
+        "calls": len(through.ttft),
+        "ttft_direct_p50": _p(straight.ttft, 0.5),
+        "ttft_direct_p99": _p(straight.ttft, 0.99),
+        "ttft_proxy_p50": _p(through.ttft, 0.5),
+        "ttft_proxy_p99": _p(through.ttft, 0.99),
+        "proxy_added_p50": _p(through.parts["proxy"], 0.5),
+        "proxy_added_p99": _p(through.parts["proxy"], 0.99),
+        **{
+            f"{name}_p50": statistics.median(values)
+            for name, values in through.parts.items()
+            if name != "proxy"
+        },
         "routes": dict(through.routes),
     }
 
 
 def _format(row: dict[str, Any]) -> str:
-    return (f"{row['chars']:>9,} chars  N={row['concurrency']}  {row['calls']:>3} calls | TTFT "
-            f"direct p50 {row['ttft_direct_p50']:8.1f} p99 {row['ttft_direct_p99']:8.1f} ms | "
-            f"via proxy p50 {row['ttft_proxy_p50']:6.1f} p99 {row['ttft_proxy_p99']:6.1f} ms | "
-            f"proxy-added p50 {row['proxy_added_p50']:5.2f} p99 {row['proxy_added_p99']:6.2f} ms"
-            f" (render {row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
-            f"routes {row['routes']}")
+    return (
+        f"{row['chars']:>9,} chars  N={row['concurrency']}  {row['calls']:>3} calls | TTFT "
+        f"direct p50 {row['ttft_direct_p50']:8.1f} p99 {row['ttft_direct_p99']:8.1f} ms | "
+        f"via proxy p50 {row['ttft_proxy_p50']:6.1f} p99 {row['ttft_proxy_p99']:6.1f} ms | "
+        f"proxy-added p50 {row['proxy_added_p50']:5.2f} p99 {row['proxy_added_p99']:6.2f} ms"
+        f" (read {row['read_p50']:.2f}, parse {row['parse_p50']:.2f}, render "
+        f"{row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
+        f"routes {row['routes']}"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--concurrency", default="1,4")
     parser.add_argument("--calls", type=int, default=30, help="timed calls per session")
-    parser.add_argument("--direct-calls", type=int, default=5,
-                        help="of those, sent straight to the upstream too")
+    parser.add_argument(
+        "--direct-calls", type=int, default=5, help="of those, sent straight to the upstream too"
+    )
     args = parser.parse_args()
-    rows = run([int(s) for s in args.sizes.split(",")],
-               [int(n) for n in args.concurrency.split(",")], args.calls, args.direct_calls)
+    rows = run(
+        [int(s) for s in args.sizes.split(",")],
+        [int(n) for n in args.concurrency.split(",")],
+        args.calls,
+        args.direct_calls,
+    )
     out = ROOT / "loadtest" / "results" / "replay.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 from fastapi import Request
 
 from app.errors import BadRequestError, PayloadTooLargeError
+from app.service.timings import Timings
 
 
-async def json_body(request: Request, limit: int) -> Any:
+async def json_body(request: Request, limit: int, timings: Timings | None = None) -> Any:
     """The decoded JSON body; 413 past ``limit`` bytes (before reading it when the length is
     declared), 400 for malformed JSON, invalid UTF-8 or lone surrogates."""
     declared = request.headers.get("content-length")
@@ -26,6 +28,8 @@ async def json_body(request: Request, limit: int) -> Any:
             raise PayloadTooLargeError(f"request body is over the {limit}-byte limit")
         chunks.append(chunk)
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if timings is not None:
+        timings.read_s = time.perf_counter() - timings.received
     if not data:
         raise BadRequestError("the request body is empty; send a JSON object")
     try:

@@ -13,7 +13,8 @@ from app.api.responses import json_response, primed, sse_response
 from app.errors import TokspliceError
 from app.protocol.openai_chat import parse_chat_request
 from app.service.callers import caller_of
-from app.service.chat import ChatService, Timings
+from app.service.chat import ChatService
+from app.service.timings import Timings
 
 router = APIRouter()
 
@@ -22,8 +23,9 @@ router = APIRouter()
 async def chat_completions(request: Request) -> Response:
     timings = Timings(received=time.perf_counter())
     service: ChatService = request.app.state.chat
-    body = await json_body(request, request.app.state.settings.max_body_bytes)
+    body = await json_body(request, request.app.state.settings.max_body_bytes, timings)
     chat = parse_chat_request(body)
+    timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     prepared = await service.prepare(chat, caller_of(request.headers, body), timings)
     if not chat.stream:
         reply = await service.complete(prepared)

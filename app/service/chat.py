@@ -24,37 +24,13 @@ from app.protocol.openai_chat import ChatRequest
 from app.protocol.sse import DONE, sse_data
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
+from app.service.timings import Timings
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
 from app.upstream.client import UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
 from app.upstream.output import ToolFormat
-
-
-@dataclass(slots=True)
-class Timings:
-    """Monotonic marks of one request (seconds); ``proxy_added`` is request in -> upstream
-    request out."""
-
-    received: float
-    prepared: float = 0.0
-    upstream_sent: float = 0.0
-    first_byte: float = 0.0
-    first_token: float = 0.0
-    render_s: float = 0.0
-    tokenize_s: float = 0.0
-
-    @property
-    def proxy_added(self) -> float:
-        return self.upstream_sent - self.received
-
-    def server_timing(self) -> str:
-        """The ``Server-Timing`` header: render, tokenize and proxy-added milliseconds."""
-        return (
-            f"render;dur={self.render_s * 1e3:.3f}, tokenize;dur={self.tokenize_s * 1e3:.3f}, "
-            f"proxy;dur={self.proxy_added * 1e3:.3f}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
