@@ -68,12 +68,22 @@ class SessionMemo:
         messages = list(messages)
         old_exact, old_prepared = self.exact, self.prepared
         same = list(map(operator.eq, messages, self.requests))
-        for i in self.checks:
-            if i >= len(same):
+        dumps, n = marshal.dumps, len(same)
+        for i in self.checks:  # inlined: this loop visits every message with tool calls
+            if i >= n:
                 break
             if same[i]:
                 known = old_exact[i]
-                same[i] = known is not None and _nested(messages[i], known[0]) == known[1]
+                if known is None:
+                    same[i] = False
+                    continue
+                keys, data = known
+                message = messages[i]
+                try:
+                    value = message[keys[0]] if len(keys) == 1 else [message[k] for k in keys]
+                    same[i] = dumps(value, 2) == data
+                except ValueError:
+                    same[i] = False
         try:
             k = same.index(False)
         except ValueError:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import operator
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from jinja2.runtime import Undefined
@@ -32,14 +33,16 @@ from jinja2.utils import Namespace
 
 from app.rendering.loops import LoopPlan, Threshold
 
-_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": operator.eq,
-    "ne": operator.ne,
-    "gt": operator.gt,
-    "gteq": operator.ge,
-    "lt": operator.lt,
-    "lteq": operator.le,
-}
+_OPS: Mapping[str, Callable[[Any, Any], Any]] = MappingProxyType(
+    {
+        "eq": operator.eq,
+        "ne": operator.ne,
+        "gt": operator.gt,
+        "gteq": operator.ge,
+        "lt": operator.lt,
+        "lteq": operator.le,
+    }
+)
 _State = tuple[dict[str, Any], ...]  # per written namespace: its written attributes
 
 

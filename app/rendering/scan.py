@@ -28,13 +28,13 @@ _TAIL = (
     "{%- set ns.last_query_index = index %}"
     "{%- endif %}{%- endfor %}"
 )
-# shape -> whether it tests ``message.content is string`` first (Qwen3-2507, Qwen3-Coder)
-_SHAPES = {_HEAD + _TAIL: False, _HEAD + "message.content is string and " + _TAIL: True}
+# (loop text, whether it tests ``message.content is string`` first: Qwen3-2507, -Coder)
+_SHAPES = ((_HEAD + _TAIL, False), (_HEAD + "message.content is string and " + _TAIL, True))
 
 
 def shapes(env: jinja2.Environment) -> dict[str, bool]:
     """The known loops' ``repr`` (Jinja nodes print their fields, not line numbers)."""
-    return {repr(env.parse(text).body[0]): checks for text, checks in _SHAPES.items()}
+    return {repr(env.parse(text).body[0]): checks for text, checks in _SHAPES}
 
 
 def rewrite(body: list[nodes.Node], known: dict[str, bool]) -> tuple[list[nodes.Node], bool]:
