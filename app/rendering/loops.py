@@ -19,6 +19,7 @@ import jinja2
 from jinja2 import nodes
 
 RUNNER = "__toksplice_loop"
+ITEMS, LO, MARK = "__toksplice_items", "__toksplice_lo", "__toksplice_mark"
 _LOOP_ATTRS = frozenset({"index", "index0", "first", "last", "depth", "depth0"})
 _COMPARE = frozenset({"eq", "ne", "gt", "gteq", "lt", "lteq"})
 _PURE_GLOBALS = frozenset({"raise_exception", "namespace", "dict", "range"})
@@ -64,7 +65,8 @@ class LoopPlan:
     indexed: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # name, (attr, offset)s
     written: tuple[tuple[str, tuple[str, ...]], ...]  # namespace name, attributes set
     thresholds: tuple[Threshold, ...]
-    body: jinja2.Template
+    body: jinja2.Template  # one iteration, with ``loop`` and the item in its context
+    tail: jinja2.Template  # the loop from an iteration on (see ``_plan``)
 
 
 def plan_loops(
@@ -117,9 +119,21 @@ def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
     written: dict[str, set[str]] = {}
     for name, attr in reads.writes:
         written.setdefault(name, set()).add(attr)
-    body = nodes.Template(list(loop.body))
-    body.set_environment(env)
-    template = env.template_class.from_code(env, env.compile(body), env.make_globals(None))
+    # The tail template: the loop itself over ITEMS, running the body from iteration LO on
+    # and calling MARK after each (the caller cuts the output there, and snapshots state).
+    start = nodes.Compare(
+        nodes.Getattr(nodes.Name("loop", "load"), "index0", "load"),
+        [nodes.Operand("gteq", nodes.Name(LO, "load"))],
+    )
+    mark = nodes.Output([nodes.Call(nodes.Name(MARK, "load"), [], [], None, None)])
+    tail = nodes.For(
+        loop.target,
+        nodes.Name(ITEMS, "load"),
+        [nodes.If(start, [*loop.body, mark], [], [])],
+        [],
+        None,
+        False,
+    )
     return LoopPlan(
         loop.target.name,
         frozenset(reads.loop_attrs),
@@ -127,8 +141,15 @@ def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
         indexed,
         tuple((n, tuple(sorted(a))) for n, a in sorted(written.items())),
         thresholds,
-        template,
+        _compile(env, list(loop.body)),
+        _compile(env, [tail]),
     )
+
+
+def _compile(env: jinja2.Environment, statements: list[nodes.Node]) -> jinja2.Template:
+    root = nodes.Template(statements)
+    root.set_environment(env)
+    return env.template_class.from_code(env, env.compile(root), env.make_globals(None))
 
 
 class _NotPure(Exception):

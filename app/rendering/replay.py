@@ -21,6 +21,7 @@ reads the same values, and (``LoopPlan``) it reads only
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import pickle
 from collections.abc import Callable, Mapping
@@ -31,7 +32,7 @@ from typing import Any
 from jinja2.runtime import Undefined
 from jinja2.utils import Namespace
 
-from app.rendering.loops import LoopPlan, Threshold
+from app.rendering.loops import ITEMS, LO, MARK, LoopPlan, Threshold
 
 _OPS: Mapping[str, Callable[[Any, Any], Any]] = MappingProxyType(
     {
@@ -43,6 +44,7 @@ _OPS: Mapping[str, Callable[[Any, Any], Any]] = MappingProxyType(
         "lteq": operator.le,
     }
 )
+_TAIL_MIN = 32  # iterations from which the tail is rendered as one loop
 _State = tuple[dict[str, Any], ...]  # per written namespace: its written attributes
 
 
@@ -124,9 +126,11 @@ def run_loop(
             live.update(saved)
         replayed += hi - t
         t = hi
-    while t < len(items):
-        _step(plan, items, t, values, pieces, states, written)
-        t += 1
+    if len(items) - t >= _TAIL_MIN:
+        _tail(plan, items, t, values, pieces, states, written)
+    else:
+        for u in range(t, len(items)):
+            _step(plan, items, u, values, pieces, states, written)
     return pieces, LoopRun(items, lists, entry, limits, pieces, states, start, replayed)
 
 
@@ -143,6 +147,33 @@ def _step(
     states.append(_state(written))
 
 
+def _tail(
+    plan: LoopPlan,
+    items: list[Any],
+    lo: int,
+    values: dict[str, Any],
+    pieces: list[str],
+    states: list[_State],
+    written: list[tuple[dict[str, Any], tuple[str, ...]]],
+) -> None:
+    """Iterations ``lo`` on, rendered by the loop itself (``LoopPlan.tail``): one Jinja loop
+    is much cheaper than as many templates, for a first call or a long changed stretch."""
+    marker = f"<end of iteration {lo}>"  # a fresh object: compared by identity
+
+    def mark() -> str:
+        states.append(_state(written))
+        return marker
+
+    context = {**values, ITEMS: items, LO: lo, MARK: mark}
+    current: list[str] = []
+    for piece in plan.tail.root_render_func(plan.tail.new_context(context)):
+        if piece is marker:
+            pieces.append("".join(current))
+            current = []
+        else:
+            current.append(piece)
+
+
 def _entry(plan: LoopPlan, values: dict[str, Any]) -> tuple[Any, tuple[int, ...]]:
     """The fingerprint of the outer values a loop run depends on, thresholds apart, and the
     thresholds' integers (a threshold whose value is not an ``int`` is fingerprinted).
@@ -156,7 +187,7 @@ def _entry(plan: LoopPlan, values: dict[str, Any]) -> tuple[Any, tuple[int, ...]
         space = values.get(threshold.name)
         value = _attrs(space).get(threshold.field) if isinstance(space, Namespace) else None
         if type(value) is not int:
-            return _entry(_without_thresholds(plan), values)
+            return _entry(dataclasses.replace(plan, thresholds=()), values)
         limits.append(value)
         skip.add((threshold.name, threshold.field))
     parts = []
@@ -171,12 +202,6 @@ def _entry(plan: LoopPlan, values: dict[str, Any]) -> tuple[Any, tuple[int, ...]
         else:
             parts.append(fingerprint(value))
     return (len(limits), tuple(parts)), tuple(limits)
-
-
-def _without_thresholds(plan: LoopPlan) -> LoopPlan:
-    return LoopPlan(
-        plan.target, plan.loop_attrs, plan.outer, plan.indexed, plan.written, (), plan.body
-    )
 
 
 def _blocks(

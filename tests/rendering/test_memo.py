@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 import threading
 from typing import Any
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from app.errors import TemplateError
-from app.rendering import ChatTemplate, RenderCache
+from app.rendering import ChatTemplate, RenderCache, replay
 from app.rendering.environment import TemplateNamespace
 from app.rendering.loops import Threshold
 from app.rendering.memo import SessionMemo
@@ -140,9 +141,14 @@ def apply(sent: list[dict[str, Any]], step: Any) -> list[list[dict[str, Any]]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(conversation(), st.lists(edit, min_size=1, max_size=8))
-def test_memo_equals_fresh_render(conv: Any, edits: list[Any]) -> None:
-    sent = list(conv[0])
+@given(conversation(), st.lists(edit, min_size=1, max_size=8), st.sampled_from([0, 2, 32]))
+def test_memo_equals_fresh_render(conv: Any, edits: list[Any], tail_min: int) -> None:
+    """(``tail_min``: from how many iterations a stretch renders as one loop.)"""
+    with mock.patch.object(replay, "_TAIL_MIN", tail_min):
+        check_session(list(conv[0]), edits)
+
+
+def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
     options: dict[str, Any] = {"tools": None, "thinking": None, "agp": True}
     cache = RenderCache()
     for step in [("options", None, None, True), *edits]:
