@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from app.api import chat, errors, models
 from app.config import Settings
 from app.errors import TemplateError
+from app.protocol.incremental_json import BodyParser
 from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
 from app.tokenization import SessionTokenizer
@@ -47,10 +48,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 
 async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
-    # Session state: half of the budget for text+ids+offsets, the rest for the cached id
-    # JSON, the render memo and sessions whose content holds special-token text.
+    # Session state: 3/8 of the budget for text+ids+offsets, 1/4 for the render memo, 1/8
+    # each for the cached id JSON, the last request bodies and typed special-token sessions.
     budget = settings.store_bytes
-    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget // 2)
+    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget * 3 // 8)
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model
@@ -90,6 +91,7 @@ async def _build_service(settings: Settings, client: UpstreamClient) -> ChatServ
         ids_cache=IdsJsonCache(budget // 8),
         render_cache=RenderCache(max_chars=budget // 4),
         typed_specials=TypedSpecials(tokenizer.reference.tokenizer, cache_bytes=budget // 8),
+        bodies=BodyParser(budget // 8),
     )
 
 

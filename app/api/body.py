@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import orjson
 from fastapi import Request
 
 from app.errors import BadRequestError, PayloadTooLargeError
+from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.service.timings import Timings
 
 
-async def json_body(request: Request, limit: int, timings: Timings | None = None) -> Any:
-    """The decoded JSON body; 413 past ``limit`` bytes (before reading it when the length is
-    declared), 400 for malformed JSON, invalid UTF-8 or lone surrogates."""
+async def json_body(
+    request: Request,
+    limit: int,
+    timings: Timings | None = None,
+    parser: BodyParser | None = None,
+    key: str | None = None,
+) -> ParsedBody:
+    """The decoded JSON body (``parser`` reuses the ``key``'s previous parse); 413 past
+    ``limit`` bytes (before reading it when the length is declared), 400 for malformed JSON,
+    invalid UTF-8 or lone surrogates."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLargeError(
@@ -33,6 +40,6 @@ async def json_body(request: Request, limit: int, timings: Timings | None = None
     if not data:
         raise BadRequestError("the request body is empty; send a JSON object")
     try:
-        return orjson.loads(data)
+        return parser.parse(data, key) if parser is not None else ParsedBody(orjson.loads(data), 0)
     except orjson.JSONDecodeError as exc:
         raise BadRequestError(f"malformed JSON body: {exc}") from None

@@ -12,7 +12,7 @@ from app.api.errors import error_response
 from app.api.responses import json_response, primed, sse_response
 from app.errors import TokspliceError
 from app.protocol.openai_chat import parse_chat_request
-from app.service.callers import caller_of
+from app.service.callers import body_key, caller_of
 from app.service.chat import ChatService
 from app.service.timings import Timings
 
@@ -23,8 +23,10 @@ router = APIRouter()
 async def chat_completions(request: Request) -> Response:
     timings = Timings(received=time.perf_counter())
     service: ChatService = request.app.state.chat
-    body = await json_body(request, request.app.state.settings.max_body_bytes, timings)
-    chat = parse_chat_request(body)
+    limit = request.app.state.settings.max_body_bytes
+    parsed = await json_body(request, limit, timings, service.bodies, body_key(request.headers))
+    body = parsed.body
+    chat = parse_chat_request(body, validated=parsed.reused_messages)
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     prepared = await service.prepare(chat, caller_of(request.headers, body), timings)
     if not chat.stream:

@@ -35,8 +35,10 @@ class ChatRequest:
     """The request as sent, for upstreams that take the chat request itself."""
 
 
-def parse_chat_request(body: Any) -> ChatRequest:
-    """Check a decoded chat completions body; raises ``BadRequestError`` naming the field."""
+def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
+    """Check a decoded chat completions body; raises ``BadRequestError`` naming the field.
+    The first ``validated`` messages were checked before (the same objects, see
+    ``incremental_json``)."""
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
     model = body.get("model")
@@ -45,8 +47,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequestError("'messages' must be a non-empty array", param="messages")
-    for index, message in enumerate(messages):
-        _check_message(index, message)
+    for index in range(validated, len(messages)):
+        _check_message(index, messages[index])
     tools = body.get("tools")
     if tools is not None:
         _check_tools(tools)

@@ -1,11 +1,13 @@
 """Rendering a planned loop (``app.rendering.loops``) by replaying the previous call's run.
 
-Each iteration is rendered alone, through the loop body compiled as its own template, with
-the ``loop`` attributes it may read; or, for a run of iterations ``[i, j)`` whose inputs are
-provably the previous call's, the previous call's output for ``[i, j)`` is copied and its
-namespace state after ``j - 1`` restored. By induction over ``[i, j)``: iteration ``t``
-renders the same text and leaves the same state when it starts from the same state and
-reads the same values, and (``LoopPlan``) it reads only
+The output is kept per iteration. For a run of iterations ``[i, j)`` whose inputs are
+provably the previous call's, the previous call's pieces for ``[i, j)`` are reused and its
+namespace state after ``j - 1`` restored. Other iterations are rendered: alone, through the
+loop body compiled as its own template with the ``loop`` attributes it may read, or, from
+some iteration to the end when that is a long stretch, by the loop itself
+(``LoopPlan.tail``). By induction over ``[i, j)``: iteration ``t`` renders the same text
+and leaves the same state when it starts from the same state and reads the same values,
+and (``LoopPlan``) it reads only
 
 * the item ``t`` and neighbours ``t + c``: the same objects when they lie in the common
   prefix of this and the previous call's lists (prepared messages are reused, never

@@ -40,6 +40,15 @@ def caller_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> Caller:
     return Caller(tenant=tenant, session=session)
 
 
+def body_key(headers: Mapping[str, str]) -> str:
+    """Whose previous request body a new one is compared with (see ``incremental_json``):
+    the caller's session when it names one, else the caller's last keyless request."""
+    key = _api_key(headers)
+    tenant = hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"
+    session = next((headers[h] for h in SESSION_HEADERS if headers.get(h)), "")
+    return f"{tenant}/{session[:_MAX_SESSION_CHARS]}"
+
+
 def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
     """``tenant/conversation``, the key the session tokenizer and id cache use."""
     if caller.session is not None:

@@ -20,6 +20,7 @@ from tokenizers.decoders import DecodeStream
 
 from app.errors import NotFoundError, TokspliceError
 from app.protocol.chat_stream import ChatAssembler
+from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import ChatRequest
 from app.protocol.sse import DONE, sse_data
 from app.rendering import ChatTemplate, RenderCache
@@ -77,6 +78,7 @@ class ChatService:
         ids_cache: IdsJsonCache,
         render_cache: RenderCache,
         typed_specials: TypedSpecials,
+        bodies: BodyParser,
     ) -> None:
         self.card = card
         self.tokenizer = tokenizer
@@ -85,6 +87,7 @@ class ChatService:
         self.ids_cache = ids_cache
         self.render_cache = render_cache
         self.typed_specials = typed_specials
+        self.bodies = bodies
 
     async def prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         if request.model not in (self.card.name, self.card.upstream_name):

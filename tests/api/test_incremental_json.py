@@ -1,0 +1,85 @@
+"""BodyParser: every parse equals orjson.loads of the whole body, whatever it reused."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.protocol.incremental_json import BodyParser, messages_close
+
+strings = st.text(max_size=20) | st.sampled_from(['"', "\\", '\\"', "]", "[", "},{", '"]'])
+values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(strings, inner, max_size=3),
+    max_leaves=8,
+)
+messages = st.fixed_dictionaries({"role": st.sampled_from(["user", "tool"]), "content": values})
+dumps = st.sampled_from(
+    [
+        lambda v: orjson.dumps(v),
+        lambda v: json.dumps(v).encode(),
+        lambda v: json.dumps(v, ensure_ascii=False).encode(),
+        lambda v: json.dumps(v, indent=1).encode(),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(messages, min_size=1, max_size=3), min_size=1, max_size=5),
+    st.dictionaries(strings, values, max_size=3),
+    dumps,
+    st.booleans(),
+)
+def test_growing_bodies_parse_exactly(
+    turns: list[list[dict[str, Any]]], extra: dict[str, Any], dump: Any, messages_last: bool
+) -> None:
+    parser = BodyParser(1 << 24)
+    history: list[dict[str, Any]] = []
+    for turn in turns:
+        history = history + turn
+        fields = {k: v for k, v in extra.items() if k != "messages"}
+        body = {**fields, "messages": history} if messages_last else {"messages": history, **fields}
+        data = dump(body)
+        parsed = parser.parse(data, "t/s")
+        assert parsed.body == orjson.loads(data)
+        assert json.dumps(parsed.body, sort_keys=True) == json.dumps(
+            orjson.loads(data), sort_keys=True
+        )
+        assert 0 <= parsed.reused_messages < len(history)
+
+
+def test_appends_reuse_the_previous_messages() -> None:
+    parser = BodyParser(1 << 20)
+    history = [{"role": "user", "content": 'a]\\"}, {'}]
+    first = parser.parse(json.dumps({"model": "m", "messages": history, "x": [1]}).encode(), "k")
+    history = [*history, {"role": "tool", "content": "b"}]
+    second = parser.parse(json.dumps({"model": "m", "messages": history, "x": [1]}).encode(), "k")
+    assert second.reused_messages == 1
+    assert second.body["messages"][0] is first.body["messages"][0]
+    other = parser.parse(json.dumps({"model": "n", "messages": history}).encode(), "k")
+    assert other.reused_messages == 0 and other.body["model"] == "n"
+
+
+def test_insertion_that_escapes_the_array_is_not_trusted() -> None:
+    parser = BodyParser(1 << 20)
+    parser.parse(b'{"messages":[{"role":"user"}],"model":"a"}', "k")
+    sneaky = b'{"messages":[{"role":"user"},1],"model":"b","m":[2],"model":"a"}'
+    parsed = parser.parse(sneaky, "k")
+    assert parsed.body == orjson.loads(sneaky) and parsed.reused_messages == 0
+
+
+def test_messages_close_finds_the_top_level_array() -> None:
+    data = b'{"a": {"messages": [1]}, "s": "\\"messages\\": [", "messages" : [ [], {"]": 1} ] }'
+    close = messages_close(data)
+    assert close is not None and data[close : close + 1] == b"]" and data[close + 2 :] == b"}"
+    assert messages_close(b'{"messages": "x"}') is None
+    assert messages_close(b"[1, 2]") is None
