@@ -65,7 +65,6 @@ class SessionMemo:
         if fmt != self.fmt:
             self.clear()
             self.fmt = fmt
-        messages = list(messages)
         old_exact, old_prepared = self.exact, self.prepared
         same = list(map(operator.eq, messages, self.requests))
         dumps, n = marshal.dumps, len(same)
@@ -91,27 +90,31 @@ class SessionMemo:
         if not set(map(type, messages[:k])) <= {dict}:
             k = 0
         out, exact = old_prepared[:k], old_exact[:k]
+        requests = self.requests[:k]
         checks = self.checks[: bisect.bisect_left(self.checks, k)]
         reused = k
         for i in range(k, len(messages)):
             message = messages[i]
             if i < len(same) and same[i] and type(message) is dict:
                 out.append(old_prepared[i])
+                requests.append(self.requests[i])
                 known = old_exact[i]
                 reused += 1
             else:
                 out.append(prepare_one(i, message))
+                # a copy: a caller editing its dict in place must not edit what we compare to
+                requests.append(dict(message) if type(message) is dict else message)
                 known = _exactness(message)
             exact.append(known)
             if known is None or known[0]:
                 checks.append(i)
-        self.requests, self.exact, self.prepared, self.checks = messages, exact, out, checks
+        self.requests, self.exact, self.prepared, self.checks = requests, exact, out, checks
         self.reused = reused
         return out
 
     def render_loop(self, k: int, plan: LoopPlan, items: Any, values: dict[str, Any]) -> list[str]:
         """Loop ``k``'s output pieces, replaying what it can of its previous run."""
-        pieces, run = run_loop(plan, items, values, self.runs.pop(k, None))
+        pieces, run = run_loop(plan, items, values, self.runs.pop(k, None), self.prepared)
         if run is not None:
             self.runs[k] = run
         self.size = 2 * sum(sum(map(len, r.pieces)) for r in self.runs.values())

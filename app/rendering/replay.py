@@ -88,11 +88,17 @@ class LoopRun:
 
 
 def run_loop(
-    plan: LoopPlan, items: Any, values: dict[str, Any], previous: LoopRun | None
+    plan: LoopPlan,
+    items: Any,
+    values: dict[str, Any],
+    previous: LoopRun | None,
+    owned: list[Any],
 ) -> tuple[list[str], LoopRun | None]:
     """The loop's output, one piece per iteration (left unjoined: the template splices them
     into its output, so a megabyte of text is copied once, not three times), and the run to
-    keep (None when its inputs cannot be compared)."""
+    keep (None when its inputs cannot be compared). ``owned``: the prepared messages, the
+    only objects whose identity proves their content (the memo made them and nothing mutates
+    them; a caller's object may be edited in place between calls)."""
     items = items if type(items) is list else list(items)
     written = [
         (_attrs(values[name]), attrs)
@@ -109,7 +115,7 @@ def run_loop(
         previous.entry != entry or any(type(v) is not list for v in lists)
     ):
         previous = None
-    blocks = [] if previous is None else _blocks(plan, items, lists, limits, previous)
+    blocks = [] if previous is None else _blocks(plan, items, lists, limits, previous, owned)
     pieces: list[str] = []
     states: list[_State] = []
     replayed = t = 0
@@ -212,14 +218,15 @@ def _blocks(
     lists: tuple[list[Any], ...],
     limits: tuple[int, ...],
     previous: LoopRun,
+    owned: list[Any],
 ) -> list[tuple[int, int]]:
     """Maximal runs ``[lo, hi)`` of iterations whose reads are the previous call's."""
-    k = _common(items, previous.items)
+    k = _common(items, previous.items, owned)
     lo, hi = 0, k
     if "last" in plan.loop_attrs:
         hi = min(hi, len(items) - 1, len(previous.items) - 1)
     for (_, offsets), seq, old in zip(plan.indexed, lists, previous.lists, strict=True):
-        same = k if seq is items and old is previous.items else _common(seq, old)
+        same = k if seq is items and old is previous.items else _common(seq, old, owned)
         for attr, offset in offsets:
             if not attr:
                 hi = hi if 0 <= offset < same else 0
@@ -262,9 +269,11 @@ def _flips(threshold: Threshold, new: int, old: int, lo: int, hi: int) -> list[i
     return out
 
 
-def _common(new: list[Any], old: list[Any]) -> int:
-    """The length of the common prefix of two lists, by identity."""
+def _common(new: list[Any], old: list[Any], owned: list[Any]) -> int:
+    """The length of the common prefix of two lists, by identity, of ``owned`` objects."""
     same = list(map(operator.is_, new, old))
+    if new is not owned:
+        same = list(map(operator.and_, same, map(set(map(id, owned)).__contains__, map(id, new))))
     try:
         return same.index(False)
     except ValueError:

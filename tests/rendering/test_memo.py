@@ -325,3 +325,20 @@ def test_memo_is_bounded_and_thread_safe() -> None:
     assert not errors
     assert len(cache) <= 4
     assert all(memo.size <= 200_000 for memo in cache._sessions.values())
+
+
+def test_in_place_edits_between_calls_are_seen() -> None:
+    """The memo compares against its own copies and trusts identity only for the messages
+    it prepared, so a caller that edits its objects in place between calls is served
+    exactly."""
+    cache = RenderCache()
+    tools = [{"type": "function", "function": {"name": "run", "parameters": {}}}]
+    listing = ChatTemplate("{% for t in tools %}{{ t.function.name }};{% endfor %}")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "u"}, *agent_call(0, False)]
+    for template in (qwen3(), listing):
+        for step in range(3):
+            got = template.render(messages, tools=tools, cache=cache, session="s")
+            assert got == template.render(messages, tools=tools)
+            messages[-1]["content"] += "!"
+            messages[1]["tool_calls"][0]["function"]["arguments"] = f'{{"n": {step}}}'
+            tools[0]["function"]["name"] += "x"
