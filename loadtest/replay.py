@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -82,9 +83,11 @@ def _process(args: list[str], health: str) -> Iterator[subprocess.Popen[bytes]]:
         proc.wait(timeout=15)
 
 
-def _timed_bodies(seed: int, size: int, calls: int) -> list[bytes]:
+def _timed_bodies(seed: int, size: int, calls: int, typed_specials: bool) -> list[bytes]:
     """The session's call just before it reaches ``size`` (the cold warm-up), then ``calls``
-    continuation calls, serialised ahead of time."""
+    continuation calls, serialised ahead of time.  Without ``typed_specials`` the special-token
+    lookalikes the generator puts in tool outputs (``<|im_end|>`` in a source file) are
+    defused, so the sessions take the plain repair path."""
     bodies = []
     for body in chat_requests(seed, target_chars=size * 2, model=MODEL, stream=True):
         if bodies or content_chars(body["messages"]) >= size:
@@ -94,7 +97,8 @@ def _timed_bodies(seed: int, size: int, calls: int) -> list[bytes]:
         else:
             warm = body
     out = [warm, *bodies[:calls]]
-    return [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
+    raw = [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
+    return raw if typed_specials else [r.replace(b"<|", b"< |") for r in raw]
 
 
 async def _call(
@@ -186,33 +190,33 @@ def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> li
             proxy + "/health",
         ),
     ):
-        for size in sizes:
-            for n in concurrency:
-                seeds = [size // 1000 + 7919 * n + k for k in range(n)]
-                sessions = [_timed_bodies(seed, size, calls) for seed in seeds]
-                through, straight = Samples(), Samples()
+        for typed, size, n in itertools.product((False, True), sizes, concurrency):
+            seeds = [size // 1000 + 7919 * n + 104729 * typed + k for k in range(n)]
+            sessions = [_timed_bodies(seed, size, calls, typed) for seed in seeds]
+            through, straight = Samples(), Samples()
 
-                async def main(
-                    seeds: list[int] = seeds,
-                    sessions: list[list[bytes]] = sessions,
-                    through: Samples = through,
-                    straight: Samples = straight,
-                ) -> None:
-                    await asyncio.gather(
-                        *(
-                            _session(proxy, upstream, seed, bodies, direct, through, straight)
-                            for seed, bodies in zip(seeds, sessions, strict=True)
-                        )
+            async def main(
+                seeds: list[int] = seeds,
+                sessions: list[list[bytes]] = sessions,
+                through: Samples = through,
+                straight: Samples = straight,
+            ) -> None:
+                await asyncio.gather(
+                    *(
+                        _session(proxy, upstream, seed, bodies, direct, through, straight)
+                        for seed, bodies in zip(seeds, sessions, strict=True)
                     )
+                )
 
-                asyncio.run(main())
-                rows.append(_row(size, n, through, straight))
-                print(_format(rows[-1]), flush=True)
+            asyncio.run(main())
+            rows.append(_row(size, n, typed, through, straight))
+            print(_format(rows[-1]), flush=True)
     return rows
 
 
-def _row(size: int, n: int, through: Samples, straight: Samples) -> dict[str, Any]:
+def _row(size: int, n: int, typed: bool, through: Samples, straight: Samples) -> dict[str, Any]:
     return {
+        "content": "typed special-token text" if typed else "plain",
         "chars": size,
         "concurrency": n,
         "calls": len(through.ttft),
@@ -233,7 +237,8 @@ def _row(size: int, n: int, through: Samples, straight: Samples) -> dict[str, An
 
 def _format(row: dict[str, Any]) -> str:
     return (
-        f"{row['chars']:>9,} chars  N={row['concurrency']}  {row['calls']:>3} calls | TTFT "
+        f"{row['content']:<24} {row['chars']:>9,} chars  N={row['concurrency']}  "
+        f"{row['calls']:>3} calls | TTFT "
         f"direct p50 {row['ttft_direct_p50']:8.1f} p99 {row['ttft_direct_p99']:8.1f} ms | "
         f"via proxy p50 {row['ttft_proxy_p50']:6.1f} p99 {row['ttft_proxy_p99']:6.1f} ms | "
         f"proxy-added p50 {row['proxy_added_p50']:5.2f} p99 {row['proxy_added_p99']:6.2f} ms"
