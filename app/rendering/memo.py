@@ -3,9 +3,10 @@
 Agents resend their whole transcript on every call, so almost everything a render computes
 was computed by the session's previous call. A session keeps
 
-* the previous call's request messages and their prepared (vLLM-processed) dicts: a message
-  equal to the one at the same position last call reuses its prepared dict, object and all,
-  which is what lets ``app.rendering.replay`` recognise unchanged items by identity;
+* the previous call's request messages (shallow copies, so that a caller editing its dicts
+  in place cannot edit them) and their prepared (vLLM-processed) dicts: a message equal to
+  the one at the same position last call reuses its prepared dict, object and all, which is
+  what lets ``app.rendering.replay`` recognise unchanged items by identity;
 * each planned loop's last run (``replay.LoopRun``).
 
 "Equal" must be type- and order-exact: ``{"a": 1}`` and ``{"a": True}`` are ``==`` but
@@ -117,8 +118,17 @@ class SessionMemo:
         pieces, run = run_loop(plan, items, values, self.runs.pop(k, None), self.prepared)
         if run is not None:
             self.runs[k] = run
-        self.size = 2 * sum(sum(map(len, r.pieces)) for r in self.runs.values())
         return pieces
+
+    def resize(self) -> None:
+        """Estimate: each run's text, and as much again for the messages (the messages'
+        text when no loop is memoized)."""
+        text = sum(sum(map(len, r.pieces)) for r in self.runs.values())
+        self.size = 2 * text if text else sum(map(_chars, self.requests))
+
+
+def _chars(message: Any) -> int:
+    return sum(len(v) for v in message.values() if type(v) is str) if type(message) is dict else 0
 
 
 def _exactness(message: Any) -> tuple[tuple[str, ...], bytes] | None:
@@ -167,6 +177,7 @@ class RenderCache:
 
     def account(self, memo: SessionMemo) -> None:
         """After a render: keep ``memo`` within its share, then the store within bounds."""
+        memo.resize()
         with self._lock:
             if memo.size > self.max_chars // 4:
                 memo.clear()

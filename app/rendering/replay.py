@@ -108,7 +108,9 @@ def run_loop(
     try:
         entry, limits = _entry(plan, values)
     except Unkeyable:
-        return [_render(plan, items, t, values) for t in range(len(items))], None
+        pieces: list[str] = []
+        _tail(plan, items, 0, values, pieces, [], written)
+        return pieces, None
     lists = tuple(values[name] for name, _ in plan.indexed)
     start = _state(written)
     if previous is not None and (
@@ -116,7 +118,7 @@ def run_loop(
     ):
         previous = None
     blocks = [] if previous is None else _blocks(plan, items, lists, limits, previous, owned)
-    pieces: list[str] = []
+    pieces = []
     states: list[_State] = []
     replayed = t = 0
     for lo, hi in blocks:
