@@ -12,7 +12,10 @@ tools, tool calls and reasoning) is replayed up to that many characters; each of
 * ``json.loads``: decoding the body, as a yardstick for this (shared, noisy) machine.
 
 Every memoized result is checked against the fresh one. Also printed: how many of the
-window's calls replayed all but at most 4 iterations of the main loop.
+window's calls took the fast path (prepared only the new messages and rendered only the
+main loop's iterations for them plus two: the first, which may read ``messages[-1]``, and
+the former last, which read ``loop.last``); a new user turn also re-renders the turns whose
+reasoning it drops.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
     bodies = [json.dumps(b) for b in chat_requests(seed, target_chars=chars, reasoning=True)]
     cache = RenderCache()
     times: dict[str, list[float]] = {"fresh": [], "memo": [], "json.loads": []}
-    fast = 0
+    fast = turns = before = 0
     for text in bodies[-calls - 1 :]:
         t0 = time.perf_counter()
         body = json.loads(text)
@@ -49,18 +52,21 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
         t4 = time.perf_counter()
         if got != expected:
             raise SystemExit("memoized render differs from the fresh render")
+        new, before = len(body["messages"]) - before, len(body["messages"])
         if text is bodies[-calls - 1]:
             continue  # the warm-up call
         times["json.loads"].append(t1 - t0)
         times["fresh"].append(t2 - t1)
         times["memo"].append(t4 - t3)
         memo = next(iter(cache._sessions.values()))
-        runs = list(memo.runs.values())
-        fast += bool(runs) and len(body["messages"]) - runs[0].replayed <= 4
+        rendered = [before - run.replayed for run in memo.runs.values()]
+        fast += memo.reused == before - new and rendered == [new + 2]
+        turns += body["messages"][-1]["role"] == "user"
     last = json.loads(bodies[-1])
     print(
         f"{chars:,} chars: {len(bodies)} calls; last call {len(last['messages'])} messages, "
-        f"prompt {len(expected):,} chars; last {calls} calls, {fast} on the fast path"
+        f"prompt {len(expected):,} chars; last {calls} calls ({turns} new user turns), "
+        f"{fast} on the fast path"
     )
     for name, values in times.items():
         ordered = sorted(values)
