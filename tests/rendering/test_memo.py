@@ -149,13 +149,18 @@ def test_memo_equals_fresh_render(conv: Any, edits: list[Any], tail_min: int) ->
 
 
 def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
+    """Renders each step's conversation in session "s", interleaved with a second session
+    "t" of the same cache that keeps growing the starting conversation."""
     options: dict[str, Any] = {"tools": None, "thinking": None, "agp": True}
     cache = RenderCache()
+    other = list(sent)
     for step in [("options", None, None, True), *edits]:
         if step[0] == "options":
             options = {"tools": step[1], "thinking": step[2], "agp": step[3]}
         kwargs = {} if options["thinking"] is None else {"enable_thinking": options["thinking"]}
-        for version, template in [(v, t) for v in apply(sent, step) for t in templates()]:
+        other = [*other, *agent_call(len(other), user_turn=len(other) % 3 == 0)]
+        renders = [(v, t, "s") for v in apply(sent, step) for t in templates()]
+        for version, template, session in [*renders, *((other, t, "t") for t in templates())]:
             fresh = outcome(
                 template,
                 version,
@@ -170,7 +175,7 @@ def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
                 chat_template_kwargs=kwargs,
                 add_generation_prompt=options["agp"],
                 cache=cache,
-                session="s",
+                session=session,
             )
             assert memo == fresh
 
