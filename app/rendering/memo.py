@@ -38,6 +38,7 @@ class SessionMemo:
 
     fmt: str = ""
     requests: list[Any] = field(default_factory=list)
+    originals: list[Any] = field(default_factory=list)  # last call's objects, when trusted
     # per request message: its keys holding values other than strings and None, with the
     # marshal bytes of those values; None when the message is not plain data (not reused)
     exact: list[tuple[tuple[str, ...], bytes] | None] = field(default_factory=list)
@@ -50,6 +51,7 @@ class SessionMemo:
 
     def clear(self) -> None:
         self.requests, self.exact, self.prepared, self.checks = [], [], [], []
+        self.originals = []
         self.runs.clear()
         self.size = 0
 
@@ -58,21 +60,28 @@ class SessionMemo:
         messages: Sequence[Any],
         fmt: str,
         prepare_one: Callable[[int, Any], dict[str, Any]],
+        *,
+        frozen: bool = False,
     ) -> list[dict[str, Any]]:
         """Prepared messages, reusing last call's dicts for messages equal to last call's.
 
         The comparisons run at C speed (``map``); Python only visits the messages that need
-        more than ``==`` and those past the unchanged prefix."""
+        more than ``==`` and those past the unchanged prefix.  ``frozen``: the caller never
+        mutates message objects, so one that *is* last call's object needs no check beyond
+        that."""
         if fmt != self.fmt:
             self.clear()
             self.fmt = fmt
         old_exact, old_prepared = self.exact, self.prepared
         same = list(map(operator.eq, messages, self.requests))
         dumps, n = marshal.dumps, len(same)
+        originals = self.originals
         for i in self.checks:  # inlined: this loop visits every message with tool calls
             if i >= n:
                 break
             if same[i]:
+                if i < len(originals) and messages[i] is originals[i]:
+                    continue
                 known = old_exact[i]
                 if known is None:
                     same[i] = False
@@ -110,6 +119,7 @@ class SessionMemo:
             if known is None or known[0]:
                 checks.append(i)
         self.requests, self.exact, self.prepared, self.checks = requests, exact, out, checks
+        self.originals = list(messages) if frozen else []
         self.reused = reused
         return out
 

@@ -138,12 +138,15 @@ class ChatTemplate:
         documents: Sequence[Mapping[str, Any]] | None = None,
         cache: RenderCache | None = None,
         session: str | None = None,
+        frozen: bool = False,
     ) -> str:
         """The prompt text for OpenAI-style ``messages``.
 
         With a ``cache`` and a ``session`` key (the conversation id), unchanged messages and
         runs of loop iterations are reused from that session's previous call; the result is
-        identical to a fresh render (see ``app.rendering.memo`` and ``replay``).
+        identical to a fresh render (see ``app.rendering.memo`` and ``replay``).  ``frozen``
+        promises that message objects are never mutated once passed (the proxy's own parsed
+        requests), so one that is last call's object is taken as unchanged.
 
         ``chat_template_kwargs`` are extra template variables (``enable_thinking`` ...); one
         that would rebind ``messages``, ``tools``, ``documents``, ``add_generation_prompt``,
@@ -175,6 +178,7 @@ class ChatTemplate:
                 chat_template_kwargs,
                 documents,
                 memo,
+                frozen,
             )
             try:
                 return _run(variant, variant.memo_template, context, memo)
@@ -190,6 +194,7 @@ class ChatTemplate:
         kwargs: Mapping[str, Any] | None,
         documents: Sequence[Mapping[str, Any]] | None,
         memo: SessionMemo | None,
+        frozen: bool = False,
     ) -> dict[str, Any]:
         kwargs = kwargs or {}
         clash = sorted(key for key in kwargs if key in self._reserved)
@@ -202,7 +207,9 @@ class ChatTemplate:
         if memo is None or not messages:
             prepared = prepare_messages(messages, fmt)
         else:
-            prepared = memo.prepare(messages, fmt, lambda i, m: prepare_message(i, m, fmt))
+            prepared = memo.prepare(
+                messages, fmt, lambda i, m: prepare_message(i, m, fmt), frozen=frozen
+            )
         return {
             **self._special_tokens,
             **kwargs,

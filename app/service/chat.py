@@ -109,6 +109,7 @@ class ChatService:
             chat_template_kwargs=request.template_kwargs,
             cache=self.render_cache,
             session=key,
+            frozen=True,  # request objects are parsed here and only ever read
         )
         rendered = time.perf_counter()
         if masked is None:

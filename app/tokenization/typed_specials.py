@@ -141,8 +141,10 @@ class TypedSpecials:
     def _checked(
         self, index: int, item: Any, memo: _MaskMemo | None, sentinels: dict[str, str]
     ) -> _Checked:
-        if memo is not None and index < len(memo.items) and (
-            item is memo.items[index] or item == memo.items[index]
+        if (
+            memo is not None
+            and index < len(memo.items)
+            and (item is memo.items[index] or item == memo.items[index])
         ):
             old = memo.checked[index]
             if not old.special or orjson.dumps(item) == old.json:

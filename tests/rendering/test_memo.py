@@ -347,3 +347,23 @@ def test_in_place_edits_between_calls_are_seen() -> None:
             messages[-1]["content"] += "!"
             messages[1]["tool_calls"][0]["function"]["arguments"] = f'{{"n": {step}}}'
             tools[0]["function"]["name"] += "x"
+
+
+def test_frozen_inputs_reuse_by_identity_and_stay_exact() -> None:
+    """The proxy's case: each call's messages are the previous call's objects plus new ones
+    (agent_sessions shares them the same way), sometimes with one replaced (billing line)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from loadtest.agent_sessions import chat_requests
+
+    root = Path(__file__).resolve().parents[2]
+    template = ChatTemplate.from_tokenizer_config(root / ".assets/qwen3/tokenizer_config.json")
+    cache = RenderCache()
+    for body in chat_requests(5, target_chars=60_000, billing_line=True, model="q"):
+        fresh = template.render(body["messages"], tools=body["tools"])
+        memo = template.render(
+            body["messages"], tools=body["tools"], cache=cache, session="s", frozen=True
+        )
+        assert memo == fresh
