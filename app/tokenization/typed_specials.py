@@ -17,6 +17,7 @@ the text, so they are not stored for repair).
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ class _Checked:
 
 @dataclass(frozen=True, slots=True)
 class _MaskMemo:
-    """A session's previous call: its messages (then tools) and what scanning found;
+    """A session's previous call: its tools, then messages, and what scanning found;
     ``sentinels`` maps special-token text to its sentinel."""
 
     items: list[Any]
@@ -116,8 +117,12 @@ class TypedSpecials:
             return None
         memo = self._memos.get(session) if session is not None else None
         sentinels = dict(memo.sentinels) if memo is not None else {}
-        items = [*messages, tools]
-        checked = [self._checked(k, item, memo, sentinels) for k, item in enumerate(items)]
+        items = [tools, *messages]  # tools first: their index stays put as messages grow
+        # Objects that are last call's (the body parser reuses them) were checked then.
+        same = list(map(operator.is_, items, memo.items)) if memo is not None else []
+        kept = same.index(False) if False in same else len(same)
+        checked = memo.checked[:kept] if memo is not None else []
+        checked += [self._checked(k, items[k], memo, sentinels) for k in range(kept, len(items))]
         if session is not None:
             memo = _MaskMemo(items, checked, sentinels)
             self._memos.put(session, memo, sum(c.size for c in checked))
@@ -136,7 +141,7 @@ class TypedSpecials:
                 "toksplice reserves when it keeps special-token text plain"
             )
         masked = [c.masked if c.special else item for c, item in zip(checked, items, strict=True)]
-        return Masked(masked[:-1], masked[-1], {v: k for k, v in sentinels.items()})
+        return Masked(masked[1:], masked[0], {v: k for k, v in sentinels.items()})
 
     def _checked(
         self, index: int, item: Any, memo: _MaskMemo | None, sentinels: dict[str, str]
