@@ -28,7 +28,9 @@ async def chat_completions(request: Request) -> Response:
     body = parsed.body
     chat = parse_chat_request(body, validated=parsed.reused_messages)
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
-    prepared = await service.prepare(chat, caller_of(request.headers, body), timings)
+    caller = caller_of(request.headers, body)
+    continuation = parsed.reused_messages > 0
+    prepared = await service.prepare(chat, caller, timings, continuation=continuation)
     if not chat.stream:
         reply = await service.complete(prepared)
         return json_response(reply, headers=prepared.headers())

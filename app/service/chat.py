@@ -89,12 +89,20 @@ class ChatService:
         self.typed_specials = typed_specials
         self.bodies = bodies
 
-    async def prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
+    async def prepare(
+        self, request: ChatRequest, caller: Caller, timings: Timings, *, continuation: bool = False
+    ) -> PreparedChat:
+        """Render and tokenize.  A ``continuation`` (the body extended the session's previous
+        one, so the work is a repair of a few KB) runs inline: a thread hop would cost more
+        than it; everything else runs in a worker thread so a cold encode of a long transcript
+        never stalls the event loop."""
         if request.model not in (self.card.name, self.card.upstream_name):
             raise NotFoundError(
                 f"model {request.model!r} does not exist; this proxy serves {self.card.name!r}",
                 param="model",
             )
+        if continuation:
+            return self._prepare(request, caller, timings)
         return await anyio.to_thread.run_sync(self._prepare, request, caller, timings)
 
     def _prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
