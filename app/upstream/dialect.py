@@ -136,7 +136,8 @@ def with_ids(fields: dict[str, Any], prompt: Prompt, *path: str) -> bytes:
     body = orjson.dumps(_first(fields, path, value))
     if prompt.as_text:
         return body
-    return body.replace(_IDS_PLACEHOLDER_JSON, b"[" + prompt.ids_json + b"]", 1)
+    head, tail = body.split(_IDS_PLACEHOLDER_JSON, 1)
+    return b"".join((head, b"[", prompt.ids_json, b"]", tail))  # one copy of the ids
 
 
 def _first(fields: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
