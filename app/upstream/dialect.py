@@ -58,6 +58,10 @@ class Sampling:
         }
         return {k: v for k, v in values.items() if v is not None} | self.extra
 
+    def named(self, **names: str) -> dict[str, Any]:
+        """``openai_fields`` under an upstream's own names (``max_tokens="n_predict"``)."""
+        return {names.get(k, k): v for k, v in self.openai_fields().items()}
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

@@ -42,18 +42,8 @@ class LlamaCppNative(LlamaCppCompletions):
     name = "llamacpp-completion"
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
-        sampling = call.sampling
         fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
-        options = {
-            "n_predict": sampling.max_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "stop": sampling.stop or None,
-            "seed": sampling.seed,
-            "presence_penalty": sampling.presence_penalty,
-            "frequency_penalty": sampling.frequency_penalty,
-        }
-        fields |= {k: v for k, v in options.items() if v is not None} | sampling.extra
+        fields |= call.sampling.named(max_tokens="n_predict")
         return "/completion", with_ids(fields, call.prompt, "prompt")
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:

@@ -17,18 +17,7 @@ class SglangGenerate(Dialect):
     cumulative_text = True
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
-        s = call.sampling
-        params = {
-            "max_new_tokens": s.max_tokens,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "stop": s.stop or None,
-            "presence_penalty": s.presence_penalty,
-            "frequency_penalty": s.frequency_penalty,
-            "sampling_seed": s.seed,
-            "logit_bias": s.logit_bias,
-        }
-        sampling = {k: v for k, v in params.items() if v is not None} | s.extra
+        sampling = call.sampling.named(max_tokens="max_new_tokens", seed="sampling_seed")
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
         key = "text" if call.prompt.as_text else "input_ids"
         return "/generate", with_ids(fields, call.prompt, key)
