@@ -181,9 +181,11 @@ class ChatTemplate:
                 frozen,
             )
             try:
-                return _run(variant, variant.memo_template, context, memo)
+                text = _run(variant, variant.memo_template, context, memo)
             finally:
                 cache.account(memo)
+        cache.make_room(text)
+        return text
 
     def _context(
         self,
