@@ -24,8 +24,13 @@ from app.main import create_app
 DEMO_MODEL = "smollm2"
 
 
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request
+
+
 def serve(settings: Settings, *, log_level: str = "info") -> None:
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    _configure_logging(log_level)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -36,7 +41,7 @@ def serve(settings: Settings, *, log_level: str = "info") -> None:
 
 
 def demo(*, port: int, once: bool, threads: int, log_level: str = "info") -> int:
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    _configure_logging(log_level)
     files = assets.fetch()
     folder = files["smollm2"].parent
     with LocalLlamaServer(
