@@ -21,7 +21,7 @@ from app.tokenization import SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
 from app.upstream import dialect_named
-from app.upstream.alignment import check_alignment
+from app.upstream.alignment import PROBES, check_alignment
 from app.upstream.client import UpstreamClient
 
 log = logging.getLogger("toksplice")
@@ -66,6 +66,11 @@ async def _build_service(settings: Settings, client: UpstreamClient) -> ChatServ
                 len(alignment.mismatches),
                 "; ".join(map(repr, alignment.mismatches)),
                 settings.served_model,
+            )
+        elif alignment.verified:
+            log.info(
+                "alignment check: the upstream's /tokenize gives our ids on all %d probes",
+                len(PROBES) + 1,
             )
     card = ModelCard(
         name=settings.served_model,
