@@ -1,6 +1,6 @@
 """Per-call chat-template render time on growing agent sessions (Qwen3's real template).
 
-    .venv/bin/python loadtest/bench_render.py [--chars 100000 1000000] [--calls 40]
+    .venv/bin/python loadtest/bench_render.py [--chars 100000 1000000] [--calls 40] [--baseline]
 
 For each size, a generated agent session (loadtest/agent_sessions, OpenAI chat bodies with
 tools, tool calls and reasoning) is replayed up to that many characters; each of the last
@@ -9,7 +9,13 @@ tools, tool calls and reasoning) is replayed up to that many characters; each of
 * ``fresh``: ``ChatTemplate.render`` without a cache (message preparation + template);
 * ``memo``: ``render`` with a ``RenderCache``, as the session's next call (the call before
   the window warms it), so new user turns (Qwen3 then drops old reasoning) are included;
+* ``frozen``: the proxy's pattern: the bodies' own message objects (each call's are the
+  previous call's plus new ones, as ``chat_requests`` shares them) with ``frozen=True``,
+  in a cache of its own, the previous result still held (as the proxy's tokenizer does);
 * ``json.loads``: decoding the body, as a yardstick for this (shared, noisy) machine.
+
+``--baseline`` first runs the same in a child process with ``RenderCache.make_room``
+disabled (the allocator tuning is process-wide and one-way, so it needs its own process).
 
 Every memoized result is checked against the fresh one. Also printed: how many of the
 window's calls took the fast path (prepared only the new messages and rendered only the
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,11 +44,26 @@ CONFIG = Path(__file__).resolve().parents[1] / ".assets" / "qwen3" / "tokenizer_
 
 
 def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
-    bodies = [json.dumps(b) for b in chat_requests(seed, target_chars=chars, reasoning=True)]
-    cache = RenderCache()
-    times: dict[str, list[float]] = {"fresh": [], "memo": [], "json.loads": []}
+    objects = list(chat_requests(seed, target_chars=chars, reasoning=True))
+    bodies = [json.dumps(b) for b in objects]
+    # The proxy's pattern, timed first and on its own (other renders churn the allocator):
+    # consecutive calls in a fresh cache, each holding the previous result.
+    times: dict[str, list[float]] = {"fresh": [], "memo": [], "frozen": [], "json.loads": []}
+    paged: list[int] = []  # page faults of each frozen call
+    frozen_cache = RenderCache()
+    for shared in objects[-calls - 1 :]:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        t0 = time.perf_counter()
+        held = template.render(
+            shared["messages"], tools=shared["tools"], cache=frozen_cache, session="s", frozen=True
+        )
+        t1 = time.perf_counter()
+        if shared is not objects[-calls - 1]:
+            times["frozen"].append(t1 - t0)
+            paged.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+    cache, frozen_cache = RenderCache(), RenderCache()  # checks the frozen mode afresh
     fast = turns = before = 0
-    for text in bodies[-calls - 1 :]:
+    for text, shared in zip(bodies[-calls - 1 :], objects[-calls - 1 :], strict=True):
         t0 = time.perf_counter()
         body = json.loads(text)
         t1 = time.perf_counter()
@@ -50,7 +73,10 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
         t3 = time.perf_counter()
         got = template.render(body["messages"], tools=body["tools"], cache=cache, session="bench")
         t4 = time.perf_counter()
-        if got != expected:
+        held = template.render(
+            shared["messages"], tools=shared["tools"], cache=frozen_cache, session="s", frozen=True
+        )
+        if got != expected or held != expected:
             raise SystemExit("memoized render differs from the fresh render")
         new, before = len(body["messages"]) - before, len(body["messages"])
         if text is bodies[-calls - 1]:
@@ -66,7 +92,8 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
     print(
         f"{chars:,} chars: {len(bodies)} calls; last call {len(last['messages'])} messages, "
         f"prompt {len(expected):,} chars; last {calls} calls ({turns} new user turns), "
-        f"{fast} on the fast path"
+        f"{fast} on the fast path; frozen calls' page faults: median "
+        f"{statistics.median(paged):.0f}"
     )
     for name, values in times.items():
         ordered = sorted(values)
@@ -82,7 +109,17 @@ def main() -> None:
     parser.add_argument("--chars", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--baseline", action="store_true", help="also run without make_room")
+    parser.add_argument("--no-make-room", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.baseline:
+        print("baseline (RenderCache.make_room disabled, own process):", flush=True)
+        command = [sys.executable, __file__, "--no-make-room", "--calls", str(args.calls)]
+        command += ["--seed", str(args.seed), "--chars", *map(str, args.chars)]
+        subprocess.run(command, check=True)
+        print("current:", flush=True)
+    if args.no_make_room:
+        RenderCache.make_room = lambda self, text: None  # type: ignore[method-assign]
     template = ChatTemplate.from_tokenizer_config(CONFIG)
     for chars in args.chars:
         bench(template, chars, args.calls, args.seed)
