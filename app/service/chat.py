@@ -168,34 +168,48 @@ class ChatService:
         )
 
     async def stream(self, prepared: PreparedChat) -> AsyncIterator[bytes]:
-        """SSE bytes of the answer; errors after the first byte become an error event."""
+        """OpenAI chat SSE bytes of the answer; errors after the first byte become an error
+        event.  Its first item is ``b""``, once the upstream accepted (see ``chunks``)."""
+        chunks = self.chunks(prepared)
+        await anext(chunks)  # raises here while the caller can still choose the status
+        yield b""
+        try:
+            async for chunk in chunks:
+                if chunk is not None:
+                    yield sse_data(chunk)
+        except TokspliceError as exc:
+            yield sse_data({"error": {"message": str(exc), "type": exc.kind, "code": exc.status}})
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+        yield DONE
+
+    async def chunks(self, prepared: PreparedChat) -> AsyncIterator[dict[str, Any] | None]:
+        """The answer as OpenAI ``chat.completion.chunk`` objects, for every client API to
+        translate.  The first item is None, yielded once the upstream accepted the request:
+        errors before it (upstream down, refused) are the caller's to answer with a status;
+        errors after it end the stream.  The ``async with`` owns the upstream response, so
+        closing this generator (a client that went away) cancels the upstream request."""
         path, body = self.dialect.request(prepared.call)
         timings = prepared.timings
         timings.upstream_sent = time.perf_counter()
         async with self.client.stream(path, body) as response:
             timings.first_byte = time.perf_counter()
-            yield b""  # the upstream accepted: the caller may now commit to a 200
-            try:
-                async for chunk in self._chunks(prepared, response):
-                    if not timings.first_token:
-                        timings.first_token = time.perf_counter()
-                    yield chunk
-            except TokspliceError as exc:
-                yield sse_data(
-                    {"error": {"message": str(exc), "type": exc.kind, "code": exc.status}}
-                )
-            yield DONE
+            yield None
+            async for chunk in self._chunks(prepared, response):
+                if not timings.first_token:
+                    timings.first_token = time.perf_counter()
+                yield chunk
 
     async def _chunks(
         self, prepared: PreparedChat, response: httpx.Response
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncIterator[dict[str, Any]]:
         n_ids = prepared.call.prompt.n_ids
         if self.dialect.chat_native:
             async for payload in sse_events(response):
-                yield sse_data(dict(payload, model=prepared.request.model))
+                yield dict(payload, model=prepared.request.model)
             return
         assembler = self._assembler(prepared)
-        yield sse_data(assembler.first_chunk())
+        yield assembler.first_chunk()
         decoder = DecodeStream(skip_special_tokens=True) if self.dialect.tokens_out else None
         seen = 0
         finish_reason: str | None = None
@@ -206,13 +220,13 @@ class ChatService:
             if self.dialect.cumulative_text:
                 text, seen = text[seen:], len(text)
             for chunk in assembler.chunks(text):
-                yield sse_data(chunk)
+                yield chunk
             finish_reason = piece.finish_reason or finish_reason
             usage = piece.usage or usage
         for chunk in assembler.last_chunks(
             finish_reason or "stop", usage, prepared.request.include_usage
         ):
-            yield sse_data(chunk)
+            yield chunk
 
     def _assembler(self, prepared: PreparedChat) -> ChatAssembler:
         return ChatAssembler(
