@@ -70,6 +70,9 @@ class Settings:
     """How the model writes tool calls: "hermes", "qwen3_coder" or none."""
     reasoning: bool = True
     """Split ``<think>...</think>`` from the answer into ``reasoning_content``."""
+    strip_billing_line: bool = False
+    """Drop Claude Code's per-call ``x-anthropic-billing-header`` line from the system prompt
+    (it changes every call; repair handles it, stripping saves even that)."""
     alignment_check: bool = True
     """At start, compare our ids with the upstream's /tokenize; forward text on mismatch."""
 
@@ -126,7 +129,7 @@ def _convert(name: str, raw: str) -> Any:
         return Path(raw)
     if name in ("port", "max_body_bytes", "max_connections", "store_bytes"):
         return int(raw)
-    if name in ("reasoning", "alignment_check"):
+    if name in ("reasoning", "alignment_check", "strip_billing_line"):
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if name == "tool_format" and raw.strip().lower() in ("", "none", "off"):
         return None

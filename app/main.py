@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI
 
-from app.api import chat, errors, models
+from app.api import chat, errors, messages, models, responses
 from app.config import Settings
 from app.errors import TemplateError
 from app.protocol.incremental_json import BodyParser
@@ -44,6 +44,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     errors.install(app)
     app.include_router(chat.router)
     app.include_router(models.router)
+    app.include_router(messages.router)
+    app.include_router(responses.router)
     return app
 
 

@@ -48,6 +48,29 @@ def openai_error(exc: Exception) -> tuple[int, dict[str, Any]]:
     }
 
 
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    504: "timeout_error",
+}
+
+
+def anthropic_error(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, Anthropic error JSON) for any exception: same statuses as OpenAI's."""
+    status, body = openai_error(exc)
+    kind = _ANTHROPIC_TYPES.get(status, "api_error")
+    return status, {"type": "error", "error": {"type": kind, "message": body["error"]["message"]}}
+
+
+def anthropic_error_response(exc: Exception) -> Response:
+    status, body = anthropic_error(exc)
+    return json_response(body, status)
+
+
 def error_response(exc: Exception) -> Response:
     status, body = openai_error(exc)
     if status >= 500:
@@ -57,6 +80,8 @@ def error_response(exc: Exception) -> Response:
 
 def install(app: FastAPI) -> None:
     async def handle(request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/v1/messages"):
+            return anthropic_error_response(exc)
         return error_response(exc)
 
     for kind in (TokspliceError, HTTPException, RequestValidationError, Exception):

@@ -25,8 +25,6 @@ import orjson
 from app.tokenization.diff import common_prefix
 from app.tokenization.lru import LruCache
 
-_KEY = b'"messages"'
-
 
 @dataclass(frozen=True, slots=True)
 class ParsedBody:
@@ -43,24 +41,26 @@ class _Previous:
 
 
 class BodyParser:
-    """Per-session memo of the last body; thread-safe, bounded by bytes."""
+    """Per-session memo of the last body; thread-safe, bounded by bytes.  ``array`` names the
+    top-level array that grows ("messages" for chat and Anthropic, "input" for Responses)."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, array: str = "messages") -> None:
         self._previous: LruCache[str, _Previous] = LruCache(max_bytes)
+        self._array = array
 
     def parse(self, data: bytes, key: str | None) -> ParsedBody:
         """``orjson.loads(data)``; raises ``orjson.JSONDecodeError`` like it."""
         previous = self._previous.get(key) if key is not None else None
         if previous is not None:
-            appended = _appended(previous, data)
+            appended = _appended(previous, data, self._array)
             if appended is not None:
                 body, close = appended
                 self._remember(key, data, body, close)
-                return ParsedBody(body, len(previous.body["messages"]))
+                return ParsedBody(body, len(previous.body[self._array]))
         body = orjson.loads(data)
-        if key is not None and isinstance(body, dict) and isinstance(body.get("messages"), list):
-            found = messages_close(data)
-            if found is not None and body["messages"]:
+        if key is not None and isinstance(body, dict) and isinstance(body.get(self._array), list):
+            found = array_close(data, self._array)
+            if found is not None and body[self._array]:
                 self._remember(key, data, body, found)
         return ParsedBody(body, 0)
 
@@ -70,7 +70,9 @@ class BodyParser:
             self._previous.put(key, _Previous(data, body, close), 5 * len(data))
 
 
-def _appended(previous: _Previous, data: bytes) -> tuple[dict[str, Any], int] | None:
+def _appended(
+    previous: _Previous, data: bytes, array: str
+) -> tuple[dict[str, Any], int] | None:
     old, close = previous.data, previous.close
     if len(data) <= len(old) or data[close : close + 1] != b",":
         return None
@@ -84,13 +86,14 @@ def _appended(previous: _Previous, data: bytes) -> tuple[dict[str, Any], int] | 
     if not isinstance(extra, list) or not extra:
         return None
     body = dict(previous.body)
-    body["messages"] = [*previous.body["messages"], *extra]
+    body[array] = [*previous.body[array], *extra]
     return body, len(data) - tail
 
 
-def messages_close(data: bytes) -> int | None:
-    """Offset of the ``]`` closing the top-level ``"messages"`` array of a JSON object, or
-    None when there is no such array."""
+def array_close(data: bytes, array: str = "messages") -> int | None:
+    """Offset of the ``]`` closing the top-level array ``array`` of a JSON object, or None
+    when there is no such array."""
+    key = orjson.dumps(array)
     raw = np.frombuffer(data, dtype=np.uint8)
     quotes = _unescaped_quotes(raw)
     brackets = np.flatnonzero(np.isin(raw, np.frombuffer(b"{}[]", np.uint8)))
@@ -101,7 +104,7 @@ def messages_close(data: bytes) -> int | None:
     opening = np.isin(raw[brackets], np.frombuffer(b"{[", np.uint8))
     depth_after = np.cumsum(np.where(opening, 1, -1))
     start = 0
-    while (found := data.find(_KEY, start)) >= 0:
+    while (found := data.find(key, start)) >= 0:
         start = found + 1
         k = int(np.searchsorted(quotes, found))
         if k == len(quotes) or quotes[k] != found or k % 2:
@@ -109,7 +112,7 @@ def messages_close(data: bytes) -> int | None:
         before = int(np.searchsorted(brackets, found))
         if before == 0 or depth_after[before - 1] != 1:
             continue  # not a key of the top-level object
-        value = found + len(_KEY)
+        value = found + len(key)
         while value < len(data) and data[value] in b" \t\r\n:":
             value += 1
         if value >= len(data) or data[value] != ord("[") or before >= len(brackets):

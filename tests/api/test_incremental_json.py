@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.protocol.incremental_json import BodyParser, messages_close
+from app.protocol.incremental_json import BodyParser, array_close
 
 strings = st.text(max_size=20) | st.sampled_from(['"', "\\", '\\"', "]", "[", "},{", '"]'])
 values = st.recursive(
@@ -77,9 +77,9 @@ def test_insertion_that_escapes_the_array_is_not_trusted() -> None:
     assert parsed.body == orjson.loads(sneaky) and parsed.reused_messages == 0
 
 
-def test_messages_close_finds_the_top_level_array() -> None:
+def test_array_close_finds_the_top_level_array() -> None:
     data = b'{"a": {"messages": [1]}, "s": "\\"messages\\": [", "messages" : [ [], {"]": 1} ] }'
-    close = messages_close(data)
+    close = array_close(data)
     assert close is not None and data[close : close + 1] == b"]" and data[close + 2 :] == b"}"
-    assert messages_close(b'{"messages": "x"}') is None
-    assert messages_close(b"[1, 2]") is None
+    assert array_close(b'{"messages": "x"}') is None
+    assert array_close(b"[1, 2]") is None
