@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI
 
-from app.api import chat, errors, messages, models, responses
+from app.api import chat, errors, messages, models, openai_responses
 from app.config import Settings
 from app.errors import TemplateError
 from app.protocol.incremental_json import BodyParser
@@ -45,7 +45,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app.include_router(chat.router)
     app.include_router(models.router)
     app.include_router(messages.router)
-    app.include_router(responses.router)
+    app.include_router(openai_responses.router)
     return app
 
 
