@@ -248,6 +248,25 @@ def _format(row: dict[str, Any]) -> str:
     )
 
 
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The rows as the README's table."""
+    lines = [
+        "| content | chars | N | calls | TTFT direct p50 / p99 ms | TTFT via proxy p50 / p99 ms "
+        "| proxy-added p50 / p99 ms | read / parse / render / tokenize p50 ms | routes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['content']} | {r['chars']:,} | {r['concurrency']} | {r['calls']} "
+            f"| {r['ttft_direct_p50']:.0f} / {r['ttft_direct_p99']:.0f} "
+            f"| {r['ttft_proxy_p50']:.1f} / {r['ttft_proxy_p99']:.1f} "
+            f"| **{r['proxy_added_p50']:.2f}** / {r['proxy_added_p99']:.1f} "
+            f"| {r['read_p50']:.2f} / {r['parse_p50']:.2f} / {r['render_p50']:.2f} / "
+            f"{r['tokenize_p50']:.2f} | {r['routes']} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -265,6 +284,7 @@ def main() -> None:
         args.calls,
         args.direct_calls,
     )
+    print(markdown(rows))
     out = ROOT / "loadtest" / "results" / "replay.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))
