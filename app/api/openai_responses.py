@@ -1,7 +1,95 @@
-"""Placeholder router for the OpenAI Responses API (being built)."""
+"""``POST /v1/responses``: the OpenAI Responses API (what Codex CLI speaks), served by
+translating to the canonical chat request (``responses_request``) and the chat chunks back
+(``responses_stream``).
+
+The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``
+created on first use in ``app.state.responses_bodies`` (same budget as chat's), keyed
+``"responses:" + body_key``.  Errors before the upstream accepted the request are OpenAI
+error JSON with their status; after it, the stream ends with ``response.failed``.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.responses import Response
+
+from app.api.body import json_body
+from app.api.errors import error_response
+from app.api.responses import json_response, sse_response
+from app.errors import TokspliceError
+from app.protocol.incremental_json import BodyParser
+from app.protocol.openai_chat import parse_chat_request
+from app.protocol.responses_request import chat_body
+from app.protocol.responses_stream import ResponseStream, response_echo, response_from_completion
+from app.protocol.sse import sse_event
+from app.service.callers import body_key, caller_of
+from app.service.chat import ChatService
+from app.service.timings import Timings
 
 router = APIRouter()
+log = logging.getLogger("toksplice")
+
+
+def _bodies(app: FastAPI) -> BodyParser:
+    parser: BodyParser | None = getattr(app.state, "responses_bodies", None)
+    if parser is None:
+        parser = BodyParser(app.state.settings.store_bytes // 8, array="input")
+        app.state.responses_bodies = parser
+    return parser
+
+
+@router.post("/v1/responses")
+async def create_response(request: Request) -> Response:
+    timings = Timings(received=time.perf_counter())
+    service: ChatService = request.app.state.chat
+    limit = request.app.state.settings.max_body_bytes
+    key = "responses:" + body_key(request.headers)
+    parsed = await json_body(request, limit, timings, _bodies(request.app), key)
+    original = parsed.body
+    chat = parse_chat_request(chat_body(original))
+    timings.parse_s = time.perf_counter() - timings.received - timings.read_s
+    caller = caller_of(request.headers, original)  # reads prompt_cache_key
+    prepared = await service.prepare(
+        chat, caller, timings, continuation=parsed.reused_messages > 0
+    )
+    echo = response_echo(original)
+    if not chat.stream:
+        completion = await service.complete(prepared)
+        reply = response_from_completion(completion, model=chat.model, echo=echo)
+        return json_response(reply, headers=prepared.headers())
+    chunks = service.chunks(prepared)
+    try:
+        await anext(chunks)  # the upstream accepted the request
+    except TokspliceError as exc:
+        await chunks.aclose()  # type: ignore[attr-defined]
+        return error_response(exc)
+    events = _events(chunks, ResponseStream(model=chat.model, echo=echo))
+    return sse_response(events, headers=prepared.headers())
+
+
+async def _events(
+    chunks: AsyncIterator[dict[str, Any] | None], stream: ResponseStream
+) -> AsyncIterator[bytes]:
+    """Responses SSE; owns ``chunks`` (closing it cancels the upstream request)."""
+    try:
+        for name, payload in stream.start():
+            yield sse_event(name, payload)
+        try:
+            async for chunk in chunks:
+                if chunk is not None:
+                    for name, payload in stream.feed(chunk):
+                        yield sse_event(name, payload)
+        except TokspliceError as exc:
+            log.warning("response failed mid-stream: %s", exc)
+            for name, payload in stream.fail(str(exc), exc.kind):
+                yield sse_event(name, payload)
+            return
+        for name, payload in stream.finish():
+            yield sse_event(name, payload)
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]

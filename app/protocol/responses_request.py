@@ -1,0 +1,236 @@
+"""OpenAI Responses request -> the canonical chat completions body.
+
+What Codex CLI sends (``wire_api = "responses"``) maps onto chat like this:
+
+- ``instructions`` becomes the first message, role ``system``.
+- ``input`` is a string (one user message) or a list of items:
+  ``message`` items (role user / assistant / system / developer; content a string or
+  ``input_text`` / ``output_text`` / ``refusal`` parts) keep their role, their parts becoming
+  chat text parts (rendered like vLLM: joined with ``"\\n"`` for string-format templates);
+  ``input_image`` / ``input_file`` / ``input_audio`` are a 400: the proxy sends token ids, so
+  it serves text-only models.  ``function_call`` items become assistant ``tool_calls``
+  (``call_id`` is the call's id); consecutive calls, and calls right after an assistant
+  message, share one assistant turn, as Codex splits one chat turn into several items.
+  ``function_call_output`` becomes a ``tool`` message.
+- ``reasoning`` items: their text (the ``content`` reasoning text when present, else the
+  ``summary`` texts joined by blank lines) becomes ``reasoning_content`` of the next assistant
+  turn, where templates such as Qwen3's render it; with no assistant turn after it (or no
+  text) it is dropped.  ``encrypted_content`` is opaque to us and ignored: this proxy never
+  emits it, so only a history from another server carries it.
+- ``tools``: ``function`` tools become chat tools; built-in and custom tools (web_search,
+  local_shell, file_search, custom, ...) are dropped: the model behind the proxy cannot call
+  them, and a 400 would stop Codex, which sends some of them unasked.
+- ``tool_choice`` and ``parallel_tool_calls`` pass through (translated); ``max_output_tokens``
+  is ``max_tokens``; ``temperature`` / ``top_p`` pass; ``reasoning.effort == "none"`` sets the
+  template kwarg ``enable_thinking: false`` (Qwen3 and kin; others ignore it), other efforts
+  are ignored.  ``text`` (output format), ``include``, ``metadata``, ``user`` are ignored.
+- ``store`` is accepted either way and nothing is ever stored, so ``previous_response_id``
+  and ``item_reference`` items are a 400.
+- The stream always asks for usage: the final event carries it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.errors import BadRequestError
+
+_MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
+_TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
+_MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio", "image_url"})
+
+
+def chat_body(body: Any) -> dict[str, Any]:
+    """The chat completions body that asks for what ``body`` (a Responses request) asks for;
+    raises ``BadRequestError`` naming the offending field."""
+    if not isinstance(body, dict):
+        raise BadRequestError("the request body must be a JSON object")
+    if body.get("previous_response_id") is not None:
+        raise BadRequestError(
+            "previous_response_id is not supported: this proxy stores no responses; "
+            "send the whole conversation in 'input'",
+            param="previous_response_id",
+        )
+    messages: list[dict[str, Any]] = []
+    instructions = body.get("instructions")
+    if instructions is not None:
+        if not isinstance(instructions, str):
+            raise BadRequestError("'instructions' must be a string", param="instructions")
+        messages.append({"role": "system", "content": instructions})
+    items = body.get("input")
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+    elif isinstance(items, list):
+        messages.extend(_messages(items))
+    else:
+        raise BadRequestError("'input' must be a string or an array of items", param="input")
+    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    tools = _tools(body.get("tools"))
+    if tools:
+        chat["tools"] = tools
+        if "tool_choice" in body:
+            chat["tool_choice"] = _tool_choice(body["tool_choice"])
+        if isinstance(body.get("parallel_tool_calls"), bool):
+            chat["parallel_tool_calls"] = body["parallel_tool_calls"]
+    for name in ("temperature", "top_p"):
+        if body.get(name) is not None:
+            chat[name] = body[name]
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequestError("'stream' must be a boolean", param="stream")
+    if stream:
+        chat["stream"] = True
+        chat["stream_options"] = {"include_usage": True}
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort") == "none":
+        chat["chat_template_kwargs"] = {"enable_thinking": False}
+    return chat
+
+
+def _messages(items: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    reasoning: str | None = None  # waiting for the next assistant turn
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        if not isinstance(item, dict):
+            raise BadRequestError(f"{where} must be an object", param=where)
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            message = _message(item, where)
+            if message["role"] == "assistant" and reasoning is not None:
+                message["reasoning_content"] = reasoning
+            if message["role"] != "system" and message["role"] != "developer":
+                reasoning = None
+            out.append(message)
+        elif kind == "function_call":
+            call = _function_call(item, where)
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant" and reasoning is None:
+                last["tool_calls"] = [*last.get("tool_calls", ()), call]
+            else:
+                turn: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [call]}
+                if reasoning is not None:
+                    turn["reasoning_content"] = reasoning
+                out.append(turn)
+            reasoning = None
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str):
+                raise BadRequestError(f"{where}.call_id must be a string", param=where)
+            output = _text(item.get("output"), f"{where}.output")
+            out.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif kind == "reasoning":
+            text = _reasoning_text(item, where)
+            if text:
+                reasoning = text if reasoning is None else reasoning + "\n\n" + text
+        elif kind == "item_reference":
+            raise BadRequestError(
+                f"{where}: item references are not supported (this proxy stores nothing)",
+                param=where,
+            )
+        else:
+            raise BadRequestError(
+                f"{where}.type {kind!r} is not supported; use message, function_call, "
+                "function_call_output or reasoning items",
+                param=where,
+            )
+    return out
+
+
+def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
+    role = item.get("role")
+    if role not in _MESSAGE_ROLES:
+        raise BadRequestError(f"{where}.role must be one of {sorted(_MESSAGE_ROLES)}", param=where)
+    content = item.get("content")
+    if isinstance(content, str):
+        return {"role": role, "content": content}
+    if not isinstance(content, list):
+        raise BadRequestError(f"{where}.content must be a string or an array", param=where)
+    return {"role": role, "content": _parts(content, f"{where}.content")}
+
+
+def _parts(parts: list[Any], where: str) -> list[dict[str, Any]]:
+    out = []
+    for k, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        key = _TEXT_PARTS.get(kind) if isinstance(kind, str) else None
+        if kind in _MEDIA_PARTS:
+            raise BadRequestError(
+                f"{where}[{k}] is {kind}: this proxy serves a text-only model; "
+                "send text parts only",
+                param=where,
+            )
+        if key is None or not isinstance(part.get(key), str):
+            raise BadRequestError(
+                f"{where}[{k}] must be an input_text or output_text part with a string",
+                param=where,
+            )
+        out.append({"type": "text", "text": part[key]})
+    return out
+
+
+def _text(value: Any, where: str) -> str:
+    """A function call output: a string, or text parts (joined, like content parts)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(p["text"] for p in _parts(value, where))
+    raise BadRequestError(f"{where} must be a string or an array of parts", param=where)
+
+
+def _function_call(item: dict[str, Any], where: str) -> dict[str, Any]:
+    call_id, name = item.get("call_id"), item.get("name")
+    arguments = item.get("arguments", "")
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        raise BadRequestError(f"{where} needs a string call_id and name", param=where)
+    if not isinstance(arguments, str):
+        raise BadRequestError(f"{where}.arguments must be a JSON string", param=where)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _reasoning_text(item: dict[str, Any], where: str) -> str:
+    for field, kind in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = item.get(field)
+        if not parts:
+            continue
+        if not isinstance(parts, list):
+            raise BadRequestError(f"{where}.{field} must be an array", param=where)
+        texts: list[str] = []
+        for part in parts:
+            if isinstance(part, dict) and part.get("type") == kind:
+                if not isinstance(part.get("text"), str):
+                    raise BadRequestError(f"{where}.{field} texts must be strings", param=where)
+                texts.append(part["text"])
+        if texts:
+            return "\n\n".join(texts)
+    return ""
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise BadRequestError("'tools' must be an array", param="tools")
+    out = []
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            continue  # built-in / custom tools: nothing here can run them
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequestError(f"tools[{k}].name is required", param="tools")
+        function: dict[str, Any] = {"name": name}
+        if tool.get("description") is not None:
+            function["description"] = tool["description"]
+        function["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(choice: Any) -> Any:
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function" and "name" in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return "auto"  # allowed_tools / built-in choices: nothing stricter to say in chat terms
