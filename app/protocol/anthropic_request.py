@@ -1,0 +1,304 @@
+"""Anthropic Messages request -> the canonical OpenAI chat body (then ``parse_chat_request``).
+
+The mapping, block by block:
+
+* ``system`` (a string or text blocks) -> one leading system message; with
+  ``strip_billing_line`` a leading ``x-anthropic-billing-header: ...`` line of the first
+  block (Claude Code's, different on every call) is dropped.
+* user text blocks -> OpenAI text parts (the renderer joins them with ``"\\n"``, as vLLM);
+  ``tool_result`` blocks -> ``role: "tool"`` messages in place, ``tool_call_id`` =
+  ``tool_use_id``, an error result prefixed ``"Error: "``.
+* assistant text -> content, ``thinking`` -> ``reasoning_content`` (the signature is dropped;
+  ``redacted_thinking`` is encrypted, so nothing of it can be rendered), ``tool_use`` ->
+  ``tool_calls`` (``input`` as a JSON string, id kept).
+* images and documents -> 400: the proxy sends token ids to a text-only model.
+* ``tools`` / ``tool_choice`` / ``stop_sequences`` / ``thinking`` -> their OpenAI forms;
+  ``max_tokens`` is required, as Anthropic requires it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.errors import BadRequestError
+
+BILLING_PREFIX = "x-anthropic-billing-header:"
+_MEDIA = frozenset({"image", "document", "search_result", "container_upload"})
+_SAMPLING = ("temperature", "top_p", "top_k")
+
+
+@dataclass(frozen=True, slots=True)
+class Translated:
+    body: dict[str, Any]
+    """The OpenAI chat completions body."""
+    validated: int
+    """Leading chat messages that came from already-validated Anthropic messages."""
+
+
+def to_chat_body(
+    body: Any,
+    *,
+    strip_billing_line: bool = False,
+    reused_messages: int = 0,
+    counting: bool = False,
+) -> Translated:
+    """The OpenAI chat body for an Anthropic Messages body; ``BadRequestError`` naming the
+    field when it is not one.  ``reused_messages``: leading messages that were translated
+    before (same objects, see ``incremental_json``): only used to count validated output.
+    ``counting``: a count_tokens body (no ``max_tokens``, never streamed)."""
+    if not isinstance(body, dict):
+        raise BadRequestError("the request body must be a JSON object")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is None and not counting:
+        raise BadRequestError("max_tokens: Field required", param="max_tokens")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise BadRequestError("max_tokens: must be a positive integer", param="max_tokens")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequestError("messages: must be a non-empty array", param="messages")
+    out: list[dict[str, Any]] = []
+    system = _system(body.get("system"), strip_billing_line)
+    if system is not None:
+        out.append({"role": "system", "content": system})
+    validated = 0
+    for index, message in enumerate(messages):
+        if index == reused_messages:
+            validated = len(out)
+        out.extend(_message(index, message))
+    if reused_messages >= len(messages):
+        validated = len(out)
+    validated = validated if reused_messages else 0
+    chat: dict[str, Any] = {
+        "model": body.get("model"),
+        "messages": out,
+        "max_tokens": max_tokens,
+        "stream": False if counting else body.get("stream", False),
+        "stream_options": {"include_usage": True},
+    }
+    for name in _SAMPLING:
+        if body.get(name) is not None:
+            chat[name] = body[name]
+    stops = body.get("stop_sequences")
+    if stops is not None:
+        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+            raise BadRequestError(
+                "stop_sequences: must be an array of strings", param="stop_sequences"
+            )
+        chat["stop"] = stops
+    tools = body.get("tools")
+    if tools is not None:
+        chat["tools"] = _tools(tools)
+    choice = body.get("tool_choice")
+    if choice is not None:
+        chat.update(_tool_choice(choice))
+    thinking = body.get("thinking")
+    if thinking is not None:
+        kind = thinking.get("type") if isinstance(thinking, dict) else None
+        if kind not in ("enabled", "disabled", "adaptive"):
+            raise BadRequestError(
+                "thinking.type: must be 'enabled' or 'disabled'", param="thinking"
+            )
+        chat["chat_template_kwargs"] = {"enable_thinking": kind != "disabled"}
+    return Translated(chat, validated)
+
+
+def _system(system: Any, strip_billing_line: bool) -> str | list[dict[str, Any]] | None:
+    if system is None or system == "" or system == []:
+        return None
+    if isinstance(system, str):
+        return _strip_billing(system) if strip_billing_line else system
+    if not isinstance(system, list):
+        raise BadRequestError("system: must be a string or an array of text blocks", param="system")
+    texts = [_text_of(block, f"system[{k}]") for k, block in enumerate(system)]
+    if strip_billing_line and texts:
+        texts[0] = _strip_billing(texts[0])
+        if not texts[0]:
+            texts = texts[1:]
+    return [{"type": "text", "text": t} for t in texts] or None
+
+
+def _strip_billing(text: str) -> str:
+    """``text`` without a leading ``x-anthropic-billing-header: ...`` line."""
+    if not text.startswith(BILLING_PREFIX):
+        return text
+    end = text.find("\n")
+    return "" if end < 0 else text[end + 1 :]
+
+
+def _text_of(block: Any, where: str) -> str:
+    if not isinstance(block, dict) or block.get("type") != "text":
+        kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+        raise BadRequestError(f"{where}: expected a text block, got {kind!r}", param=where)
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise BadRequestError(f"{where}.text: must be a string", param=where)
+    return text
+
+
+def _media_error(where: str, kind: str) -> BadRequestError:
+    return BadRequestError(
+        f"{where}: {kind} blocks are not supported: this proxy serves a text-only model "
+        "(it sends token ids upstream); send the content as text",
+        param=where,
+    )
+
+
+def _message(index: int, message: Any) -> list[dict[str, Any]]:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise BadRequestError(f"{where}: must be an object", param=where)
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        raise BadRequestError(f"{where}.role: must be 'user' or 'assistant'", param=where)
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise BadRequestError(
+            f"{where}.content: must be a string or an array of blocks", param=f"{where}.content"
+        )
+    if role == "assistant":
+        return [_assistant(where, content)]
+    return _user(where, content)
+
+
+def _user(where: str, blocks: list[Any]) -> list[dict[str, Any]]:
+    """Tool results become tool messages where they stand; runs of text, user messages."""
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for k, block in enumerate(blocks):
+        at = f"{where}.content[{k}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_result":
+            if parts:
+                out.append({"role": "user", "content": parts})
+                parts = []
+            out.append(_tool_result(at, block))
+        elif kind == "text":
+            parts.append({"type": "text", "text": _text_of(block, at)})
+        elif kind in _MEDIA:
+            raise _media_error(at, kind)
+        else:
+            raise BadRequestError(
+                f"{at}: unsupported block type {kind!r} in a user message", param=at
+            )
+    if parts or not out:
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+def _tool_result(where: str, block: dict[str, Any]) -> dict[str, Any]:
+    ident = block.get("tool_use_id")
+    if not isinstance(ident, str):
+        raise BadRequestError(f"{where}.tool_use_id: must be a string", param=where)
+    content = block.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        texts = []
+        for k, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in _MEDIA:
+                raise _media_error(f"{where}.content[{k}]", str(kind))
+            texts.append(_text_of(part, f"{where}.content[{k}]"))
+        text = "\n".join(texts)
+    else:
+        raise BadRequestError(f"{where}.content: must be a string or text blocks", param=where)
+    if block.get("is_error"):
+        text = "Error: " + text
+    return {"role": "tool", "tool_call_id": ident, "content": text}
+
+
+def _assistant(where: str, blocks: list[Any]) -> dict[str, Any]:
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for k, block in enumerate(blocks):
+        at = f"{where}.content[{k}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(_text_of(block, at))
+        elif kind == "thinking":
+            text = block.get("thinking")
+            if not isinstance(text, str):
+                raise BadRequestError(f"{at}.thinking: must be a string", param=at)
+            thinking.append(text)
+        elif kind == "redacted_thinking":
+            continue  # encrypted: nothing a template could render
+        elif kind == "tool_use":
+            calls.append(_tool_use(at, block))
+        elif kind in _MEDIA:
+            raise _media_error(at, kind)
+        else:
+            raise BadRequestError(
+                f"{at}: unsupported block type {kind!r} in an assistant message", param=at
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+    if thinking:
+        message["reasoning_content"] = "\n".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_use(where: str, block: dict[str, Any]) -> dict[str, Any]:
+    ident, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
+    if not isinstance(ident, str) or not isinstance(name, str):
+        raise BadRequestError(f"{where}: tool_use needs a string id and name", param=where)
+    if not isinstance(arguments, dict):
+        raise BadRequestError(f"{where}.input: must be an object", param=where)
+    return {
+        "id": ident,
+        "type": "function",
+        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+    }
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    if not isinstance(tools, list):
+        raise BadRequestError("tools: must be an array", param="tools")
+    out = []
+    for k, tool in enumerate(tools):
+        where = f"tools[{k}]"
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise BadRequestError(f"{where}.name: is required", param=where)
+        schema = tool.get("input_schema")
+        if tool.get("type") not in (None, "custom") or not isinstance(schema, dict):
+            raise BadRequestError(
+                f"{where}: only client tools with an input_schema are supported "
+                f"(got type {tool.get('type')!r}); server tools run at Anthropic",
+                param=where,
+            )
+        function: dict[str, Any] = {"name": tool["name"], "parameters": schema}
+        if isinstance(tool.get("description"), str):
+            function["description"] = tool["description"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(choice: Any) -> dict[str, Any]:
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    out: dict[str, Any]
+    if kind == "auto":
+        out = {"tool_choice": "auto"}
+    elif kind == "any":
+        out = {"tool_choice": "required"}
+    elif kind == "none":
+        out = {"tool_choice": "none"}
+    elif kind == "tool" and isinstance(choice.get("name"), str):
+        out = {"tool_choice": {"type": "function", "function": {"name": choice["name"]}}}
+    else:
+        raise BadRequestError(
+            "tool_choice: must be {type: auto|any|none} or {type: tool, name}",
+            param="tool_choice",
+        )
+    if choice.get("disable_parallel_tool_use"):
+        out["parallel_tool_calls"] = False
+    return out
