@@ -158,8 +158,10 @@ class ResponseStream:
         return events
 
     def finish(self) -> list[Event]:
-        """Close the open item; ``response.completed`` or ``response.incomplete``."""
-        events = self._close()
+        """Close the open item; ``response.completed`` or ``response.incomplete``.  An answer
+        with no output at all is one empty message, as OpenAI's is."""
+        events = [] if self.done or self.current else self._open(_Item("message", 0))
+        events += self._close()
         if self.finish_reason == "length":
             response = self.response(
                 "incomplete",
@@ -271,8 +273,6 @@ def response_from_completion(
     }
     stream.feed({"choices": [{"delta": delta, "finish_reason": choice.get("finish_reason")}],
                  "usage": completion.get("usage")})
-    if not stream.done and stream.current is None:
-        stream._open(_Item("message", 0))  # an empty answer is still one (empty) message
     final = stream.finish()[-1][1]["response"]
     assert isinstance(final, dict)
     return final
