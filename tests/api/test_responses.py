@@ -84,7 +84,7 @@ def test_codex_items_become_chat_turns() -> None:
     body = codex_session(MODEL)[4]  # up to the apply_patch output
     chat = chat_body(body)
     roles = [m["role"] for m in chat["messages"]]
-    assert roles == ["system", "developer", "user", "user", "assistant", "tool", "assistant",
+    assert roles == ["system", "system", "user", "user", "assistant", "tool", "assistant",
                      "tool", "assistant", "tool", "assistant", "tool"]
     assert chat["messages"][0]["content"].startswith("You are Codex")
     first = chat["messages"][4]
@@ -278,6 +278,8 @@ def test_qwen3_stream_through_the_sdk(qwen3_dir: Path) -> None:
     assert final.usage.input_tokens == len(expected_ids(qwen3_dir, body))
     assert stub.requests[0]["prompt"] == expected_ids(qwen3_dir, body)
     assert stub.requests[0]["prompt"] == stub.requests[1]["prompt"]
+    # Codex's developer message (sandbox rules) reaches the model: Qwen3 drops "developer"
+    assert "<|im_start|>system\n<permissions instructions>" in rendered(qwen3_dir, body)
     names = [name for name, _ in events]
     assert seen == names
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
@@ -366,3 +368,13 @@ def test_failure_mid_stream_is_response_failed(smollm2_dir: Path) -> None:
     assert failed.status == "failed" and failed.error is not None and failed.error.message
     assert failed.output[0].type == "message" and failed.output[0].status == "incomplete"
     assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def test_prompt_cache_key_is_the_session(smollm2_dir: Path) -> None:
+    stub = StubUpstream()
+    body = {"model": MODEL, "input": "Say hello.", "instructions": "Be brief."}
+    with stub_proxy(stub, smollm2_dir) as url:
+        sdk = client(url).responses.with_raw_response
+        routes = [sdk.create(**body, prompt_cache_key=key).headers["x-toksplice-route"]
+                  for key in ("conv-a", "conv-b", "conv-a")]
+    assert routes == ["full", "full", "hit"]
