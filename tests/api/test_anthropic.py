@@ -151,6 +151,10 @@ def test_translation_of_every_block_kind() -> None:
             {"role": "user", "content": [{"type": "text", "text": "go on"}]},
         ],
     }
+    # messages[:2] came parsed before: system + user + assistant are validated chat messages
+    assert to_chat_body(body, reused_messages=2).validated == 3
+    assert to_chat_body(body, reused_messages=3).validated == 5
+    assert to_chat_body(body).validated == 0
     kept = to_chat_body(body).body["messages"][0]["content"][0]["text"]
     assert kept.startswith("x-anthropic-billing-header: cch=1;\n")
 
@@ -356,7 +360,18 @@ def test_stripped_billing_line_makes_every_call_an_append(smollm2_dir: Path) -> 
             assert isinstance(answer, TextBlock) and answer.text == "Hello there!"
             assert stub.requests[-1]["prompt"] == expected_ids(smollm2_dir, body,
                                                                strip_billing_line=True)
-    assert routes == ["full", "append", "append", "append"]
+        # the same system line, messages appended: the body parse reuses the previous one
+        first, second = turns(fixture(SESSION, "m"))[5:7]
+        second["system"] = first["system"]
+        for body in (first, second):
+            reply = httpx.post(url + "/v1/messages", content=orjson.dumps(body), timeout=30,
+                               headers=session | {"content-type": "application/json",
+                                                  "x-api-key": "sk-test"})
+            assert reply.status_code == 200, reply.text
+            routes.append(reply.headers["x-toksplice-route"])
+            assert stub.requests[-1]["prompt"] == expected_ids(smollm2_dir, body,
+                                                               strip_billing_line=True)
+    assert routes == ["full"] + ["append"] * 5
     text = reference(smollm2_dir)[1].decode(stub.requests[-1]["prompt"],
                                             skip_special_tokens=False)
     assert "billing" not in text and "You are Claude Code" in text
