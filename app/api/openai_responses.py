@@ -3,9 +3,11 @@ translating to the canonical chat request (``responses_request``) and the chat c
 (``responses_stream``).
 
 The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``
-created on first use in ``app.state.responses_bodies`` (same budget as chat's), keyed
-``"responses:" + body_key``.  Errors before the upstream accepted the request are OpenAI
-error JSON with their status; after it, the stream ends with ``response.failed``.
+(same budget as chat's), keyed ``"responses:" + body_key``, and a ``ChatTranslator``
+translates only the items the parser found appended; both are created on first use in
+``app.state.responses_parsers`` (so ``app.main`` stays as it was).  Errors before the
+upstream accepted the request are OpenAI error JSON with their status; after it, the stream
+ends with ``response.failed``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import parse_chat_request
-from app.protocol.responses_request import chat_body
+from app.protocol.responses_request import ChatTranslator
 from app.protocol.responses_stream import ResponseStream, response_echo, response_from_completion
 from app.protocol.sse import sse_event
 from app.service.callers import body_key, caller_of
@@ -35,12 +37,15 @@ router = APIRouter()
 log = logging.getLogger("toksplice")
 
 
-def _bodies(app: FastAPI) -> BodyParser:
-    parser: BodyParser | None = getattr(app.state, "responses_bodies", None)
-    if parser is None:
-        parser = BodyParser(app.state.settings.store_bytes // 8, array="input")
-        app.state.responses_bodies = parser
-    return parser
+def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
+    parsers: tuple[BodyParser, ChatTranslator] | None = getattr(
+        app.state, "responses_parsers", None
+    )
+    if parsers is None:
+        budget = app.state.settings.store_bytes // 8
+        parsers = BodyParser(budget, array="input"), ChatTranslator(budget // 4)
+        app.state.responses_parsers = parsers
+    return parsers
 
 
 @router.post("/v1/responses")
@@ -49,9 +54,11 @@ async def create_response(request: Request) -> Response:
     service: ChatService = request.app.state.chat
     limit = request.app.state.settings.max_body_bytes
     key = "responses:" + body_key(request.headers)
-    parsed = await json_body(request, limit, timings, _bodies(request.app), key)
+    bodies, translator = _parsers(request.app)
+    parsed = await json_body(request, limit, timings, bodies, key)
     original = parsed.body
-    chat = parse_chat_request(chat_body(original))
+    canonical, validated = translator.translate(original, key, parsed.reused_messages)
+    chat = parse_chat_request(canonical, validated=validated)
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, original)  # reads prompt_cache_key
     prepared = await service.prepare(

@@ -34,18 +34,121 @@ What Codex CLI sends (``wire_api = "responses"``) maps onto chat like this:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from app.errors import BadRequestError
+from app.tokenization.lru import LruCache
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
 _MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio", "image_url"})
 
 
+@dataclass(slots=True)
+class _Turns:
+    """Chat messages of the ``input`` items seen so far, resumable with more items."""
+
+    messages: list[dict[str, Any]]
+    n_items: int = 0
+    last_item: Any = None
+    reasoning: str | None = None
+    """Reasoning text waiting for the next assistant turn."""
+
+    def resumed(self) -> _Turns:
+        return _Turns(list(self.messages), self.n_items, self.last_item, self.reasoning)
+
+    def add(self, items: list[Any]) -> None:
+        out = self.messages
+        for index in range(self.n_items, len(items)):
+            item = items[index]
+            where = f"input[{index}]"
+            if not isinstance(item, dict):
+                raise BadRequestError(f"{where} must be an object", param=where)
+            kind = item.get("type", "message" if "role" in item else None)
+            if kind == "message":
+                message = _message(item, where)
+                if message["role"] == "assistant" and self.reasoning is not None:
+                    message["reasoning_content"] = self.reasoning
+                if message["role"] != "system":
+                    self.reasoning = None
+                out.append(message)
+            elif kind == "function_call":
+                call = _function_call(item, where)
+                last = out[-1] if out else None
+                if last is not None and last["role"] == "assistant" and self.reasoning is None:
+                    # a new dict: the previous one may be a previous call's, only ever read
+                    out[-1] = {**last, "tool_calls": [*last.get("tool_calls", ()), call]}
+                else:
+                    turn: dict[str, Any] = {"role": "assistant", "content": "",
+                                            "tool_calls": [call]}
+                    if self.reasoning is not None:
+                        turn["reasoning_content"] = self.reasoning
+                    out.append(turn)
+                self.reasoning = None
+            elif kind == "function_call_output":
+                call_id = item.get("call_id")
+                if not isinstance(call_id, str):
+                    raise BadRequestError(f"{where}.call_id must be a string", param=where)
+                output = _text(item.get("output"), f"{where}.output")
+                out.append({"role": "tool", "tool_call_id": call_id, "content": output})
+            elif kind == "reasoning":
+                text = _reasoning_text(item, where)
+                if text:
+                    self.reasoning = text if self.reasoning is None else (
+                        self.reasoning + "\n\n" + text)
+            elif kind == "item_reference":
+                raise BadRequestError(
+                    f"{where}: item references are not supported (this proxy stores nothing)",
+                    param=where,
+                )
+            else:
+                raise BadRequestError(
+                    f"{where}.type {kind!r} is not supported; use message, function_call, "
+                    "function_call_output or reasoning items",
+                    param=where,
+                )
+        self.n_items = len(items)
+        self.last_item = items[-1] if items else None
+
+
+class ChatTranslator:
+    """``chat_body`` with a per-session memo: when the body parser reused the previous
+    call's first ``input`` items (the same objects, every other field unchanged), only the
+    new items are translated, and the messages they made are the previous call's objects
+    (so ``parse_chat_request`` need not check them again).  Bounded by an estimate of the
+    memo's own dicts (the strings are shared with the parsed body)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._memo: LruCache[str, _Turns] = LruCache(max_bytes)
+
+    def translate(self, body: Any, key: str, reused: int) -> tuple[dict[str, Any], int]:
+        """(chat body, how many leading messages are the previous call's, checked)."""
+        previous = self._memo.get(key) if reused > 0 else None
+        turns = None
+        items = body.get("input") if isinstance(body, dict) else None
+        if (
+            previous is not None
+            and isinstance(items, list)
+            and previous.n_items == reused
+            and items[reused - 1] is previous.last_item
+        ):
+            turns = previous.resumed()
+        chat, done = _chat_body(body, turns)
+        if done is not None:
+            self._memo.put(key, done, 256 * len(done.messages) + 256)
+        # the previous call's last message may since have gained tool calls (a new dict)
+        validated = len(previous.messages) - 1 if turns is not None and previous else 0
+        return chat, max(validated, 0)
+
+
 def chat_body(body: Any) -> dict[str, Any]:
     """The chat completions body that asks for what ``body`` (a Responses request) asks for;
     raises ``BadRequestError`` naming the offending field."""
+    return _chat_body(body, None)[0]
+
+
+def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns | None]:
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
     if body.get("previous_response_id") is not None:
@@ -54,20 +157,25 @@ def chat_body(body: Any) -> dict[str, Any]:
             "send the whole conversation in 'input'",
             param="previous_response_id",
         )
-    messages: list[dict[str, Any]] = []
     instructions = body.get("instructions")
-    if instructions is not None:
-        if not isinstance(instructions, str):
-            raise BadRequestError("'instructions' must be a string", param="instructions")
-        messages.append({"role": "system", "content": instructions})
+    if instructions is not None and not isinstance(instructions, str):
+        raise BadRequestError("'instructions' must be a string", param="instructions")
     items = body.get("input")
+    chat: dict[str, Any] = {"model": body.get("model")}
     if isinstance(items, str):
-        messages.append({"role": "user", "content": items})
+        messages = [{"role": "user", "content": items}]
+        if instructions is not None:
+            messages.insert(0, {"role": "system", "content": instructions})
+        chat["messages"] = messages
     elif isinstance(items, list):
-        messages.extend(_messages(items))
+        if turns is None:
+            opening = [] if instructions is None else [{"role": "system",
+                                                        "content": instructions}]
+            turns = _Turns(opening)
+        turns.add(items)
+        chat["messages"] = turns.messages
     else:
         raise BadRequestError("'input' must be a string or an array of items", param="input")
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
     tools = _tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
@@ -89,57 +197,7 @@ def chat_body(body: Any) -> dict[str, Any]:
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort") == "none":
         chat["chat_template_kwargs"] = {"enable_thinking": False}
-    return chat
-
-
-def _messages(items: list[Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    reasoning: str | None = None  # waiting for the next assistant turn
-    for index, item in enumerate(items):
-        where = f"input[{index}]"
-        if not isinstance(item, dict):
-            raise BadRequestError(f"{where} must be an object", param=where)
-        kind = item.get("type", "message" if "role" in item else None)
-        if kind == "message":
-            message = _message(item, where)
-            if message["role"] == "assistant" and reasoning is not None:
-                message["reasoning_content"] = reasoning
-            if message["role"] != "system":
-                reasoning = None
-            out.append(message)
-        elif kind == "function_call":
-            call = _function_call(item, where)
-            last = out[-1] if out else None
-            if last is not None and last["role"] == "assistant" and reasoning is None:
-                last["tool_calls"] = [*last.get("tool_calls", ()), call]
-            else:
-                turn: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [call]}
-                if reasoning is not None:
-                    turn["reasoning_content"] = reasoning
-                out.append(turn)
-            reasoning = None
-        elif kind == "function_call_output":
-            call_id = item.get("call_id")
-            if not isinstance(call_id, str):
-                raise BadRequestError(f"{where}.call_id must be a string", param=where)
-            output = _text(item.get("output"), f"{where}.output")
-            out.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif kind == "reasoning":
-            text = _reasoning_text(item, where)
-            if text:
-                reasoning = text if reasoning is None else reasoning + "\n\n" + text
-        elif kind == "item_reference":
-            raise BadRequestError(
-                f"{where}: item references are not supported (this proxy stores nothing)",
-                param=where,
-            )
-        else:
-            raise BadRequestError(
-                f"{where}.type {kind!r} is not supported; use message, function_call, "
-                "function_call_output or reasoning items",
-                param=where,
-            )
-    return out
+    return chat, turns
 
 
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:

@@ -26,7 +26,8 @@ from tokenizers import Tokenizer
 from app.config import Settings
 from app.local_upstream import LocalLlamaServer
 from app.main import create_app
-from app.protocol.responses_request import chat_body
+from app.protocol.incremental_json import BodyParser
+from app.protocol.responses_request import ChatTranslator, chat_body
 from app.rendering import ChatTemplate
 from tests.api.servers import RecordingTransport, StubUpstream, closed_port_url, serving
 
@@ -129,6 +130,41 @@ def test_consecutive_calls_share_a_turn_and_options_map() -> None:
     assert chat["chat_template_kwargs"] == {"enable_thinking": False}
     assert chat["tool_choice"] == {"type": "function", "function": {"name": "shell"}}
     assert "stream" not in chat
+
+
+def test_translation_resumes_from_the_previous_call() -> None:
+    """What the router does: the body parser reuses the previous call's items, the
+    translator translates only the new ones; the result equals a fresh translation and the
+    previous call's message objects are never changed."""
+    bodies = codex_session(MODEL)
+    extra = [{"type": "function_call", "call_id": "z", "name": "shell", "arguments": "{}"}]
+    message = bodies[6]["input"][16]
+    assert message["role"] == "assistant"
+    tail = dict(bodies[-1], input=[*bodies[-1]["input"], message])
+    bodies += [tail, dict(tail, input=[*tail["input"], *extra])]  # a call after a message
+    parser = BodyParser(1 << 20, array="input")
+    translator = ChatTranslator(1 << 20)
+    previous: list[dict[str, Any]] = []
+    snapshots: list[bytes] = []
+    for k, body in enumerate(bodies):
+        parsed = parser.parse(orjson.dumps(body), "key")
+        assert parsed.reused_messages == (len(bodies[k - 1]["input"]) if k else 0)
+        chat, validated = translator.translate(parsed.body, "key", parsed.reused_messages)
+        assert chat == chat_body(body)
+        assert validated == (len(previous) - 1 if k else 0)
+        assert all(a is b for a, b in zip(chat["messages"][:validated], previous, strict=False))
+        assert [orjson.dumps(m) for m in previous] == snapshots  # never edited in place
+        previous = chat["messages"]
+        snapshots = [orjson.dumps(m) for m in previous]
+        if k == len(bodies) - 2:
+            unmerged = previous[-1]
+    merged = chat["messages"][-1]
+    assert merged["content"][0]["text"].startswith("Fixed") and "tool_calls" not in unmerged
+    assert [c["id"] for c in merged["tool_calls"]] == ["z"]
+    edited = dict(tail, instructions="Changed.")
+    parsed = parser.parse(orjson.dumps(edited), "key")
+    assert translator.translate(parsed.body, "key", parsed.reused_messages) == (
+        chat_body(edited), 0)
 
 
 # --- (a) the real llama.cpp server --------------------------------------------------------
