@@ -2,8 +2,8 @@
 translating to the canonical chat request (``responses_request``) and the chat chunks back
 (``responses_stream``).
 
-The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``
-(same budget as chat's), keyed ``"responses:" + body_key``, and a ``ChatTranslator``
+The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``,
+keyed ``"responses:" + body_key``, and a ``ChatTranslator``
 translates only the items the parser found appended; both are created on first use in
 ``app.state.responses_parsers`` (so ``app.main`` stays as it was).  Errors before the
 upstream accepted the request are OpenAI error JSON with their status; after it, the stream
@@ -42,8 +42,9 @@ def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
         app.state, "responses_parsers", None
     )
     if parsers is None:
-        budget = app.state.settings.store_bytes // 8
-        parsers = BodyParser(budget, array="input"), ChatTranslator(budget // 4)
+        # as much again as chat's BodyParser (1/8 of store_bytes), split between the two
+        budget = app.state.settings.store_bytes // 16
+        parsers = BodyParser(budget, array="input"), ChatTranslator(budget)
         app.state.responses_parsers = parsers
     return parsers
 

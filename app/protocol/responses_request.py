@@ -54,9 +54,14 @@ class _Turns:
     last_item: Any = None
     reasoning: str | None = None
     """Reasoning text waiting for the next assistant turn."""
+    size: int = 0
+    """Bytes this holds on to, estimated: the item texts (shared with the parsed body, but
+    kept alive by this) and ~256 per message."""
 
     def resumed(self) -> _Turns:
-        return _Turns(list(self.messages), self.n_items, self.last_item, self.reasoning)
+        return _Turns(
+            list(self.messages), self.n_items, self.last_item, self.reasoning, self.size
+        )
 
     def add(self, items: list[Any]) -> None:
         out = self.messages
@@ -65,6 +70,7 @@ class _Turns:
             where = f"input[{index}]"
             if not isinstance(item, dict):
                 raise BadRequestError(f"{where} must be an object", param=where)
+            self.size += 256 + _text_size(item)
             kind = item.get("type", "message" if "role" in item else None)
             if kind == "message":
                 message = _message(item, where)
@@ -116,8 +122,8 @@ class ChatTranslator:
     """``chat_body`` with a per-session memo: when the body parser reused the previous
     call's first ``input`` items (the same objects, every other field unchanged), only the
     new items are translated, and the messages they made are the previous call's objects
-    (so ``parse_chat_request`` need not check them again).  Bounded by an estimate of the
-    memo's own dicts (the strings are shared with the parsed body)."""
+    (so ``parse_chat_request`` need not check them again).  Bounded by bytes: the item texts
+    it keeps alive and ~256 per message."""
 
     def __init__(self, max_bytes: int) -> None:
         self._memo: LruCache[str, _Turns] = LruCache(max_bytes)
@@ -136,7 +142,7 @@ class ChatTranslator:
             turns = previous.resumed()
         chat, done = _chat_body(body, turns)
         if done is not None:
-            self._memo.put(key, done, 256 * len(done.messages) + 256)
+            self._memo.put(key, done, done.size + 256)
         # the previous call's last message may since have gained tool calls (a new dict)
         validated = len(previous.messages) - 1 if turns is not None and previous else 0
         return chat, max(validated, 0)
@@ -198,6 +204,17 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
     if isinstance(reasoning, dict) and reasoning.get("effort") == "none":
         chat["chat_template_kwargs"] = {"enable_thinking": False}
     return chat, turns
+
+
+def _text_size(value: Any) -> int:
+    """Characters of the strings in a JSON value (an item's texts)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(map(_text_size, value.values()))
+    if isinstance(value, list):
+        return sum(map(_text_size, value))
+    return 0
 
 
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
