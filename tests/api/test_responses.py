@@ -414,3 +414,14 @@ def test_prompt_cache_key_is_the_session(smollm2_dir: Path) -> None:
         routes = [sdk.create(**body, prompt_cache_key=key).headers["x-toksplice-route"]
                   for key in ("conv-a", "conv-b", "conv-a")]
     assert routes == ["full", "full", "hit"]
+
+
+def test_client_disconnect_cancels_the_upstream(smollm2_dir: Path) -> None:
+    stub = StubUpstream(mode="slow")
+    body = {"model": MODEL, "input": "Say hello.", "stream": True}
+    with stub_proxy(stub, smollm2_dir) as url:
+        with httpx.stream("POST", url + "/v1/responses", json=body, timeout=30) as reply:
+            lines = reply.iter_lines()
+            received = [line for line, _ in zip(lines, range(16), strict=False)]
+            assert any("response.output_text.delta" in line for line in received)
+        assert stub.cancelled_flag.wait(5), "the upstream response was never cancelled"
