@@ -24,6 +24,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -43,9 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app import assets  # noqa: E402
-from loadtest.agent_sessions import chat_requests, content_chars, session_id  # noqa: E402
+from loadtest.agent_sessions import (  # noqa: E402
+    anthropic_body,
+    chat_requests,
+    content_chars,
+    session_id,
+)
 
 MODEL = "qwen3"
+_FIRST_TEXT = re.compile(r'"content":"[^"]|"text_delta"')
+_PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
 
 @dataclass
@@ -83,13 +91,19 @@ def _process(args: list[str], health: str) -> Iterator[subprocess.Popen[bytes]]:
         proc.wait(timeout=15)
 
 
-def _timed_bodies(seed: int, size: int, calls: int, typed_specials: bool) -> list[bytes]:
+def _timed_bodies(
+    seed: int, size: int, calls: int, typed_specials: bool, api: str
+) -> tuple[list[bytes], list[bytes]]:
     """The session's call just before it reaches ``size`` (the cold warm-up), then ``calls``
     continuation calls, serialised ahead of time.  Without ``typed_specials`` the special-token
     lookalikes the generator puts in tool outputs (``<|im_end|>`` in a source file) are
-    defused, so the sessions take the plain repair path."""
+    defused, so the sessions take the plain repair path.  Returns (bodies for the proxy in
+    ``api``'s shape, the same requests as chat bodies for the direct path)."""
     bodies = []
-    for body in chat_requests(seed, target_chars=size * 2, model=MODEL, stream=True):
+    anthropic = api == "anthropic"
+    for body in chat_requests(
+        seed, target_chars=size * 2, model=MODEL, stream=True, billing_line=anthropic
+    ):
         if bodies or content_chars(body["messages"]) >= size:
             bodies.append(body)
             if len(bodies) == calls + 1:
@@ -97,8 +111,11 @@ def _timed_bodies(seed: int, size: int, calls: int, typed_specials: bool) -> lis
         else:
             warm = body
     out = [warm, *bodies[:calls]]
-    raw = [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
-    return raw if typed_specials else [r.replace(b"<|", b"< |") for r in raw]
+    direct = [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
+    proxied = [orjson.dumps(anthropic_body(b)) for b in out] if anthropic else direct
+    if typed_specials:
+        return proxied, direct
+    return [r.replace(b"<|", b"< |") for r in proxied], [r.replace(b"<|", b"< |") for r in direct]
 
 
 async def _call(
@@ -114,7 +131,7 @@ async def _call(
             raise RuntimeError(f"{url}: {reply.status_code} {(await reply.aread())[:300]!r}")
         first = None
         async for line in reply.aiter_lines():
-            if first is None and line.startswith("data: {") and '"content":"' in line:
+            if first is None and line.startswith("data: {") and _FIRST_TEXT.search(line):
                 first = time.perf_counter()
     if samples is None:
         return
@@ -134,18 +151,26 @@ async def _session(
     proxy: str,
     upstream: str,
     seed: int,
-    bodies: list[bytes],
+    bodies: tuple[list[bytes], list[bytes]],
     direct: int,
     through: Samples,
     straight: Samples,
 ) -> None:
-    headers = {"content-type": "application/json", "x-session-id": session_id(seed)}
+    """One session: the warm-up call, the timed calls through the proxy, then some of the
+    same requests straight to the upstream (as chat bodies: the upstream renders them)."""
+    proxied, chat = bodies
+    url = proxy + (_PATHS["anthropic"] if proxied is not chat else _PATHS["chat"])
+    headers = {
+        "content-type": "application/json",
+        "x-session-id": session_id(seed),
+        "x-claude-code-session-id": session_id(seed),
+    }
     async with httpx.AsyncClient(timeout=600) as client:
-        await _call(client, proxy + "/v1/chat/completions", bodies[0], headers, None)
-        for body in bodies[1:]:
-            await _call(client, proxy + "/v1/chat/completions", body, headers, through)
-        for body in bodies[1 : 1 + direct]:
-            await _call(client, upstream + "/v1/chat/completions", body, headers, straight)
+        await _call(client, url, proxied[0], headers, None)
+        for body in proxied[1:]:
+            await _call(client, url, body, headers, through)
+        for body in chat[1 : 1 + direct]:
+            await _call(client, upstream + _PATHS["chat"], body, headers, straight)
 
 
 def _p(values: list[float], q: float) -> float:
@@ -153,7 +178,9 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> list[dict[str, Any]]:
+def run(
+    sizes: list[int], concurrency: list[int], calls: int, direct: int, api: str
+) -> list[dict[str, Any]]:
     folder = assets.fetch()["qwen3"].parent
     up_port, proxy_port = _free_port(), _free_port()
     upstream, proxy = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}"
@@ -192,12 +219,12 @@ def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> li
     ):
         for typed, size, n in itertools.product((False, True), sizes, concurrency):
             seeds = [size // 1000 + 7919 * n + 104729 * typed + k for k in range(n)]
-            sessions = [_timed_bodies(seed, size, calls, typed) for seed in seeds]
+            sessions = [_timed_bodies(seed, size, calls, typed, api) for seed in seeds]
             through, straight = Samples(), Samples()
 
             async def main(
                 seeds: list[int] = seeds,
-                sessions: list[list[bytes]] = sessions,
+                sessions: list[tuple[list[bytes], list[bytes]]] = sessions,
                 through: Samples = through,
                 straight: Samples = straight,
             ) -> None:
@@ -209,7 +236,7 @@ def run(sizes: list[int], concurrency: list[int], calls: int, direct: int) -> li
                 )
 
             asyncio.run(main())
-            rows.append(_row(size, n, typed, through, straight))
+            rows.append(_row(size, n, typed, through, straight) | {"api": api})
             print(_format(rows[-1]), flush=True)
     return rows
 
@@ -277,15 +304,23 @@ def main() -> None:
     parser.add_argument(
         "--direct-calls", type=int, default=5, help="of those, sent straight to the upstream too"
     )
+    parser.add_argument(
+        "--api",
+        choices=tuple(_PATHS),
+        default="chat",
+        help="client API: OpenAI chat, or Anthropic messages with Claude Code's per-call "
+        "billing line (an edit near the start of every call)",
+    )
     args = parser.parse_args()
     rows = run(
         [int(s) for s in args.sizes.split(",")],
         [int(n) for n in args.concurrency.split(",")],
         args.calls,
         args.direct_calls,
+        args.api,
     )
     print(markdown(rows))
-    out = ROOT / "loadtest" / "results" / "replay.json"
+    out = ROOT / "loadtest" / "results" / f"replay-{args.api}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))
 

@@ -57,26 +57,33 @@ def make_app(folder: Path) -> Starlette:
     async def health(request: Request) -> Response:
         return _json({"status": "ok"})
 
-    return Starlette(routes=[
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/tokenize", tokenize, methods=["POST"]),
-        Route("/health", health),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/health", health),
+        ]
+    )
 
 
 def _answer(body: dict[str, Any], prompt_tokens: int) -> Response:
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 2,
-             "prompt_tokens_details": {"cached_tokens": 0}}
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 2,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     if not body.get("stream"):
-        return _json({"choices": [{"index": 0, "text": "Done.", "finish_reason": "stop"}],
-                      "usage": usage})
+        return _json(
+            {"choices": [{"index": 0, "text": "Done.", "finish_reason": "stop"}], "usage": usage}
+        )
 
     async def events() -> AsyncIterator[bytes]:
         for k, piece in enumerate(_ANSWER):
             last = k == len(_ANSWER) - 1
-            chunk: dict[str, Any] = {"choices": [{"index": 0, "text": piece,
-                                                  "finish_reason": "stop" if last else None}]}
+            chunk: dict[str, Any] = {
+                "choices": [{"index": 0, "text": piece, "finish_reason": "stop" if last else None}]
+            }
             if last:
                 chunk["usage"] = usage
             yield b"data: " + orjson.dumps(chunk) + b"\n\n"
@@ -90,14 +97,24 @@ def _json(payload: Any) -> Response:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokenizer", type=Path, required=True,
-                        help="folder with tokenizer.json and tokenizer_config.json")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        required=True,
+        help="folder with tokenizer.json and tokenizer_config.json",
+    )
     parser.add_argument("--port", type=int, default=8090)
     args = parser.parse_args()
-    uvicorn.run(make_app(args.tokenizer), host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        make_app(args.tokenizer),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ modules it builds on (``atoms``, ``source_files``, ``git_outputs``, ``build_logs
 
 from __future__ import annotations
 
+from .anthropic import anthropic_body
 from .chat import chat_requests, content_chars, session_id, tool_definitions
 from .markup import MARKUPS, Markup
 from .session import corpus, session_calls
@@ -63,6 +64,7 @@ from .session import corpus, session_calls
 __all__ = [
     "MARKUPS",
     "Markup",
+    "anthropic_body",
     "chat_requests",
     "content_chars",
     "corpus",
