@@ -100,6 +100,11 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     add("--no-reasoning", action="store_true", help="keep <think> text in the content")
     add(
+        "--strip-billing-line",
+        action="store_true",
+        help="drop Claude Code's per-call x-anthropic-billing-header line from system prompts",
+    )
+    add(
         "--no-alignment-check",
         action="store_true",
         help="skip comparing our ids with the upstream's /tokenize at start",
@@ -131,6 +136,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         overrides["reasoning"] = False
     if args.no_alignment_check:
         overrides["alignment_check"] = False
+    if args.strip_billing_line:
+        overrides["strip_billing_line"] = True
     return Settings.from_env(overrides)
 
 
