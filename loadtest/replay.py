@@ -155,11 +155,12 @@ async def _session(
     direct: int,
     through: Samples,
     straight: Samples,
+    api: str,
 ) -> None:
     """One session: the warm-up call, the timed calls through the proxy, then some of the
     same requests straight to the upstream (as chat bodies: the upstream renders them)."""
     proxied, chat = bodies
-    url = proxy + (_PATHS["anthropic"] if proxied is not chat else _PATHS["chat"])
+    url = proxy + _PATHS[api]
     headers = {
         "content-type": "application/json",
         "x-session-id": session_id(seed),
@@ -230,7 +231,7 @@ def run(
             ) -> None:
                 await asyncio.gather(
                     *(
-                        _session(proxy, upstream, seed, bodies, direct, through, straight)
+                        _session(proxy, upstream, seed, bodies, direct, through, straight, api)
                         for seed, bodies in zip(seeds, sessions, strict=True)
                     )
                 )
