@@ -77,9 +77,12 @@ class SessionMemo:
             self.clear()
             self.fmt = fmt
         old_exact, old_prepared = self.exact, self.prepared
-        same = list(map(operator.eq, messages, self.requests))
-        dumps, n = marshal.dumps, len(same)
         originals = self.originals
+        # Frozen inputs: the leading objects that are last call's need no comparison at all.
+        ident = list(map(operator.is_, messages, originals)) if frozen else []
+        k0 = ident.index(False) if False in ident else len(ident)
+        same = [True] * k0 + list(map(operator.eq, messages[k0:], self.requests[k0:]))
+        dumps, n = marshal.dumps, len(same)
         for i in self.checks:  # inlined: this loop visits every message with tool calls
             if i >= n:
                 break
