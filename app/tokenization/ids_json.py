@@ -52,30 +52,27 @@ class IdsJson:
         if head + tail < shortest // 8:
             return IdsJson.of(ids)
         mid_text, mid_ends = _serialise(new[head : n_new - tail])
-        pieces: list[bytes] = []
+        whole = memoryview(self.text)  # slices of it are joined without an extra copy
+        pieces: list[bytes | memoryview] = []
         ends: list[npt.NDArray[np.int64]] = []
         size = 0
         if head:
-            pieces.append(self.text[: self.ends[head - 1]])
+            pieces.append(whole[: self.ends[head - 1]])
             ends.append(self.ends[:head])
             size = int(self.ends[head - 1])
-        for text, piece_ends in ((mid_text, mid_ends), self._suffix(n_old - tail)):
-            if not text:
+        first = n_old - tail
+        start = int(self.ends[first - 1]) + 1 if 0 < first < n_old else 0
+        suffix = (whole[start:], self.ends[first:], start) if first < n_old else (b"", None, 0)
+        for text, piece_ends, offset in ((mid_text, mid_ends, 0), suffix):
+            if not len(text) or piece_ends is None:
                 continue
             if pieces:
                 pieces.append(b",")
                 size += 1
             pieces.append(text)
-            ends.append(piece_ends + size)
+            ends.append(piece_ends + (size - offset))
             size += len(text)
         return IdsJson(ids, b"".join(pieces), np.concatenate(ends) if ends else _EMPTY_ENDS)
-
-    def _suffix(self, first: int) -> tuple[bytes, npt.NDArray[np.int64]]:
-        """JSON text of ids ``[first:]`` and their ends relative to that text."""
-        if first >= len(self.ids):
-            return b"", _EMPTY_ENDS
-        start = int(self.ends[first - 1]) + 1 if first else 0
-        return self.text[start:], self.ends[first:] - start
 
 
 _EMPTY_ENDS = np.zeros(0, dtype=np.int64)
