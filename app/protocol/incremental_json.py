@@ -1,20 +1,27 @@
 """Parse a session's request body by reusing the previous call's parse.
 
 Agents resend the whole transcript: a 1M-character session is a 1.3 MB body, ~3 ms to parse
-on every call, and the next call's body is the same bytes with new messages inserted before
-the ``]`` that closes ``messages``.  When exactly that holds:
+on every call, and the next call's body holds the previous call's ``messages`` array verbatim,
+with new items appended before its ``]`` (and, for Claude Code, a small edit elsewhere: the
+billing line in ``system`` changes every call).  ``BodyParser`` finds the old array's bytes in
+the new body (at the same offset, or near it after an edit before it) and then:
 
-    new == old[:close] + b"," + X + old[close:]      (old[close] is that ``]``)
+* when nothing outside the array changed (``new == old[:close] + b"," + X + old[close:]``),
+  only ``b"[" + X + b"]"`` is parsed; it must parse as one array, so X is a comma-separated
+  list of values that cannot reach outside the array;
+* otherwise X is delimited by decoding its values one by one, and the rest of the body is
+  parsed with the array replaced by ``[MARK]``, a random integer drawn for this call: the
+  rest must parse to an object whose array is exactly ``[MARK]``, which proves the array
+  stood where we cut (a cut inside a string or another value cannot yield it).
 
-and ``b"[" + X + b"]"`` parses as one JSON array (so X is a comma-separated list of values and
-cannot reach outside the array), the new body is the old object with those values appended to
-``messages``; only X is parsed.  Anything else (an edited message, another field changed,
-pretty-printed JSON) parses the whole body.  ``close`` of a fully parsed body is found once by
-a vectorised scan of its JSON structure.
+Anything else (an edited message, pretty-printed JSON that moved) parses the whole body.  The
+array's position in a fully parsed body is found once by a vectorised scan of its structure.
 """
 
 from __future__ import annotations
 
+import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +29,10 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.tokenization.diff import common_prefix
 from app.tokenization.lru import LruCache
+
+_SHIFT = 1 << 16
+"""How far an edit before the array may move it (Claude Code's billing line: a few bytes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +46,10 @@ class ParsedBody:
 class _Previous:
     data: bytes
     body: dict[str, Any]
+    open: int
+    """Offset of the array's ``[``."""
     close: int
+    """Offset of its ``]``."""
 
 
 class BodyParser:
@@ -54,45 +66,118 @@ class BodyParser:
         if previous is not None:
             appended = _appended(previous, data, self._array)
             if appended is not None:
-                body, close = appended
-                self._remember(key, data, body, close)
-                return ParsedBody(body, len(previous.body[self._array]))
+                self._remember(key, appended)
+                return ParsedBody(appended.body, len(previous.body[self._array]))
         body = orjson.loads(data)
         if key is not None and isinstance(body, dict) and isinstance(body.get(self._array), list):
-            found = array_close(data, self._array)
+            found = array_span(data, self._array)
             if found is not None and body[self._array]:
-                self._remember(key, data, body, found)
+                self._remember(key, _Previous(data, body, *found))
         return ParsedBody(body, 0)
 
-    def _remember(self, key: str | None, data: bytes, body: dict[str, Any], close: int) -> None:
+    def _remember(self, key: str | None, previous: _Previous) -> None:
         if key is not None:
             # The parsed objects cost several times the bytes they came from.
-            self._previous.put(key, _Previous(data, body, close), 5 * len(data))
+            self._previous.put(key, previous, 5 * len(previous.data))
 
 
-def _appended(
-    previous: _Previous, data: bytes, array: str
-) -> tuple[dict[str, Any], int] | None:
-    old, close = previous.data, previous.close
-    if len(data) <= len(old) or data[close : close + 1] != b",":
+def _appended(previous: _Previous, data: bytes, array: str) -> _Previous | None:
+    """The new body, when it holds the previous array verbatim plus appended items."""
+    old, start, close = previous.data, previous.open, previous.close
+    items = memoryview(old)[start:close]  # "[" and the old items, without "]"
+    at = start if data.startswith(items, start) else _moved(data, items, start)
+    if at is None:
         return None
+    after = at + len(items)
     tail = len(old) - close
-    if common_prefix(old, data) != close or data[len(data) - tail :] != old[close:]:
+    tail_same = data.endswith(memoryview(old)[close:])
+    found: tuple[int, list[Any] | None] | None
+    if tail_same and data[after : after + 1] == b",":
+        found = len(data) - tail, _items(data[after + 1 : len(data) - tail])
+    else:
+        found = _appended_end(data, after)
+    if found is None:
         return None
+    end, extra = found
+    if extra is None:
+        return None
+    body: dict[str, Any] | None
+    unchanged = tail_same and end == len(data) - tail
+    if unchanged and at == start and data.startswith(memoryview(old)[:start]):
+        body = dict(previous.body)  # nothing outside the array changed
+    else:
+        body = _rest(data, at, end, array)
+    if body is None:
+        return None
+    body[array] = [*previous.body[array], *extra]
+    return _Previous(data, body, at, end)
+
+
+def _moved(data: bytes, items: memoryview, start: int) -> int | None:
+    """Where the old array's bytes stand in the new body after an edit before them."""
+    probe = items[:64]
+    at = data.find(probe, max(0, start - _SHIFT), start + _SHIFT + len(probe))
+    return at if at >= 0 and data.startswith(items, at) else None
+
+
+def _items(text: bytes) -> list[Any] | None:
+    """The values of ``text`` read as the inside of one JSON array, or None."""
     try:
-        extra = orjson.loads(b"[" + data[close + 1 : len(data) - tail] + b"]")
+        values = orjson.loads(b"[" + text + b"]")
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(extra, list) or not extra:
+    return values if isinstance(values, list) else None
+
+
+def _appended_end(data: bytes, after: int) -> tuple[int, list[Any]] | None:
+    """(offset of the array's new ``]``, the appended values) for the items that follow
+    ``after``, the end of the old items; the values are delimited by decoding them one by
+    one, and parsed again by orjson so the result is exactly orjson's."""
+    if data[after : after + 1] == b"]":
+        return after, []
+    if data[after : after + 1] != b",":
         return None
-    body = dict(previous.body)
-    body[array] = [*previous.body[array], *extra]
-    return body, len(data) - tail
+    text = data[after + 1 :].decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+    index = 0
+    try:
+        while True:
+            index = _skip_space(text, index)
+            _, index = decoder.raw_decode(text, index)
+            index = _skip_space(text, index)
+            if text[index : index + 1] == "]":
+                break
+            if text[index : index + 1] != ",":
+                return None
+            index += 1
+    except (ValueError, RecursionError):
+        return None
+    end = after + 1 + len(text[:index].encode("utf-8"))
+    extra = _items(data[after + 1 : end])
+    return None if extra is None else (end, extra)
 
 
-def array_close(data: bytes, array: str = "messages") -> int | None:
-    """Offset of the ``]`` closing the top-level array ``array`` of a JSON object, or None
-    when there is no such array."""
+def _skip_space(text: str, index: int) -> int:
+    while text[index : index + 1] in (" ", "\t", "\n", "\r") and index < len(text):
+        index += 1
+    return index
+
+
+def _rest(data: bytes, start: int, end: int, array: str) -> dict[str, Any] | None:
+    """The body with its array parsed as ``[MARK]``; None unless that is where it stood."""
+    mark = secrets.randbits(62)
+    try:
+        rest = orjson.loads(data[:start] + b"[%d]" % mark + data[end + 1 :])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(rest, dict) or rest.get(array) != [mark]:
+        return None
+    return rest
+
+
+def array_span(data: bytes, array: str = "messages") -> tuple[int, int] | None:
+    """Offsets of the ``[`` and ``]`` of the top-level array ``array`` of a JSON object, or
+    None when there is no such array."""
     key = orjson.dumps(array)
     raw = np.frombuffer(data, dtype=np.uint8)
     quotes = _unescaped_quotes(raw)
@@ -120,7 +205,7 @@ def array_close(data: bytes, array: str = "messages") -> int | None:
         if brackets[before] != value:
             return None
         closes = np.flatnonzero(depth_after[before:] == 1)
-        return int(brackets[before + int(closes[0])]) if len(closes) else None
+        return (value, int(brackets[before + int(closes[0])])) if len(closes) else None
     return None
 
 

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.protocol.incremental_json import BodyParser, array_close
+from app.protocol.incremental_json import BodyParser, array_span
 
 strings = st.text(max_size=20) | st.sampled_from(['"', "\\", '\\"', "]", "[", "},{", '"]'])
 values = st.recursive(
@@ -38,15 +38,23 @@ dumps = st.sampled_from(
     st.dictionaries(strings, values, max_size=3),
     dumps,
     st.booleans(),
+    st.lists(st.text("ab", min_size=4, max_size=4) | strings, min_size=5, max_size=5),
 )
 def test_growing_bodies_parse_exactly(
-    turns: list[list[dict[str, Any]]], extra: dict[str, Any], dump: Any, messages_last: bool
+    turns: list[list[dict[str, Any]]],
+    extra: dict[str, Any],
+    dump: Any,
+    messages_last: bool,
+    systems: list[str],
 ) -> None:
+    """Messages appended call by call, and a field outside the array edited (Claude Code's
+    billing line) on some calls."""
     parser = BodyParser(1 << 24)
     history: list[dict[str, Any]] = []
-    for turn in turns:
+    for k, turn in enumerate(turns):
         history = history + turn
         fields = {k: v for k, v in extra.items() if k != "messages"}
+        fields["system"] = systems[k]
         body = {**fields, "messages": history} if messages_last else {"messages": history, **fields}
         data = dump(body)
         parsed = parser.parse(data, "t/s")
@@ -54,7 +62,7 @@ def test_growing_bodies_parse_exactly(
         assert json.dumps(parsed.body, sort_keys=True) == json.dumps(
             orjson.loads(data), sort_keys=True
         )
-        assert 0 <= parsed.reused_messages < len(history)
+        assert 0 <= parsed.reused_messages < len(history) or not turn
 
 
 def test_appends_reuse_the_previous_messages() -> None:
@@ -65,8 +73,10 @@ def test_appends_reuse_the_previous_messages() -> None:
     second = parser.parse(json.dumps({"model": "m", "messages": history, "x": [1]}).encode(), "k")
     assert second.reused_messages == 1
     assert second.body["messages"][0] is first.body["messages"][0]
-    other = parser.parse(json.dumps({"model": "n", "messages": history}).encode(), "k")
-    assert other.reused_messages == 0 and other.body["model"] == "n"
+    other_data = json.dumps({"model": "n", "messages": history}).encode()
+    other = parser.parse(other_data, "k")  # only fields outside the array changed
+    assert other.reused_messages == 2 and other.body == orjson.loads(other_data)
+    assert other.body["messages"][1] is second.body["messages"][1]
 
 
 def test_insertion_that_escapes_the_array_is_not_trusted() -> None:
@@ -77,9 +87,30 @@ def test_insertion_that_escapes_the_array_is_not_trusted() -> None:
     assert parsed.body == orjson.loads(sneaky) and parsed.reused_messages == 0
 
 
-def test_array_close_finds_the_top_level_array() -> None:
+def test_array_span_finds_the_top_level_array() -> None:
     data = b'{"a": {"messages": [1]}, "s": "\\"messages\\": [", "messages" : [ [], {"]": 1} ] }'
-    close = array_close(data)
-    assert close is not None and data[close : close + 1] == b"]" and data[close + 2 :] == b"}"
-    assert array_close(b'{"messages": "x"}') is None
-    assert array_close(b"[1, 2]") is None
+    span = array_span(data)
+    assert span is not None
+    start, close = span
+    assert data[start : start + 4] == b"[ []" and data[close:] == b"] }"
+    assert array_span(b'{"messages": "x"}') is None
+    assert array_span(b"[1, 2]") is None
+
+
+def test_billing_line_edits_keep_the_messages() -> None:
+    """Claude Code: ``system`` changes every call (before or after ``messages``)."""
+    for system_first in (True, False):
+        parser = BodyParser(1 << 20)
+        history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+        for call in range(4):
+            system = f"x-anthropic-billing-header: cc_version=2.1; cch={call * 7919:05d};\nbe nice"
+            body = (
+                {"system": system, "messages": history, "max_tokens": 9}
+                if system_first
+                else {"messages": history, "system": system, "max_tokens": 9}
+            )
+            data = json.dumps(body).encode()
+            parsed = parser.parse(data, "k")
+            assert parsed.body == orjson.loads(data)
+            assert parsed.reused_messages == (len(history) - 1 if call else 0)
+            history = [*history, {"role": "assistant", "content": f"ok {call}"}]
