@@ -1,7 +1,8 @@
 """``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (Anthropic Messages API).
 
-The body becomes the canonical chat request (``anthropic_request``), walks the chat path
-(render, session tokenize, ids upstream) and the answer is translated back
+The body becomes the canonical chat request (``anthropic_request``; per session only the
+messages that are not the previous call's objects are translated: ``ChatTranslator``),
+walks the chat path (render, session tokenize, ids upstream) and the answer is translated back
 (``anthropic_reply``).  Errors are Anthropic error JSON (``errors.install`` answers so for
 every path under ``/v1/messages``); after the stream started, an ``error`` event.
 """
@@ -12,7 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
@@ -20,7 +21,7 @@ from app.api.errors import anthropic_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
 from app.protocol.anthropic_reply import MessageStream, message_from_completion
-from app.protocol.anthropic_request import to_chat_body
+from app.protocol.anthropic_request import ChatTranslator, to_chat_body
 from app.protocol.openai_chat import parse_chat_request
 from app.service.callers import Caller, body_key, caller_of
 from app.service.chat import ChatService
@@ -32,6 +33,17 @@ BODY_KEY_PREFIX = "anthropic:"
 """Anthropic bodies are remembered apart from chat bodies of the same caller."""
 
 
+def _translator(app: FastAPI) -> ChatTranslator:
+    """The session memo of the Anthropic -> chat translation, created on first use in
+    ``app.state.anthropic_translator`` (so ``app.main`` stays as it was); 1/16 of
+    ``store_bytes``, as much as each of the Responses parser and translator."""
+    translator: ChatTranslator | None = getattr(app.state, "anthropic_translator", None)
+    if translator is None:
+        translator = ChatTranslator(app.state.settings.store_bytes // 16)
+        app.state.anthropic_translator = translator
+    return translator
+
+
 @router.post("/v1/messages")
 async def messages(request: Request) -> Response:
     timings = Timings(received=time.perf_counter())
@@ -39,10 +51,8 @@ async def messages(request: Request) -> Response:
     settings = request.app.state.settings
     key = BODY_KEY_PREFIX + body_key(request.headers)
     parsed = await json_body(request, settings.max_body_bytes, timings, service.bodies, key)
-    translated = to_chat_body(
-        parsed.body,
-        strip_billing_line=settings.strip_billing_line,
-        reused_messages=parsed.reused_messages,
+    translated = _translator(request.app).translate(
+        parsed.body, key, strip_billing_line=settings.strip_billing_line
     )
     chat = parse_chat_request(translated.body, validated=translated.validated)
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s

@@ -18,12 +18,14 @@ The mapping, block by block:
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.errors import BadRequestError
+from app.tokenization.lru import LruCache
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 _MEDIA = frozenset({"image", "document", "search_result", "container_upload"})
@@ -35,7 +37,58 @@ class Translated:
     body: dict[str, Any]
     """The OpenAI chat completions body."""
     validated: int
-    """Leading chat messages that came from already-validated Anthropic messages."""
+    """Leading chat messages that need no check by ``parse_chat_request``: the previous
+    call's objects (checked then) and the system message before them (valid by
+    construction: a system role and a string or text parts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Turns:
+    """One call's translation of ``messages``, for the next call of the session to resume.
+    Never mutated: a later call copies the lists it keeps a prefix of."""
+
+    messages: list[dict[str, Any]]
+    """The chat messages: the system message (when ``system``) then those of ``sources``."""
+    system: dict[str, Any] | None
+    sources: list[Any]
+    """The Anthropic message objects translated (kept alive, so ``is`` is sound)."""
+    ends: list[int]
+    """``ends[i]``: how many chat messages ``sources[: i + 1]`` made (a user message with
+    tool results makes several)."""
+    sizes: list[int]
+    """``sizes[i]``: estimated bytes ``sources[: i + 1]`` and their chat messages hold."""
+
+    @property
+    def size(self) -> int:
+        return (self.sizes[-1] if self.sizes else 0) + 256
+
+
+class ChatTranslator:
+    """``to_chat_body`` with a per-session memo.  The leading Anthropic messages that are the
+    previous call's objects (``is``, checked here; the body parser's ``reused_messages`` is
+    where they come from) keep the previous call's chat messages, the very objects, and only
+    the rest is translated.  Exact because a message's translation depends on that message
+    alone (no state runs from one message to the next: a user message's tool results become
+    tool messages of its own, nothing merges into a neighbour) and parsed bodies are never
+    mutated, so an object that was translated before translates the same again, even the
+    previous call's last message.  ``system``, ``tools`` and the other fields are translated
+    on every call; the system message object is kept while its content is unchanged and
+    replaced alone when it changed (Claude Code's billing line), the messages after it still
+    the previous call's objects.  Bounded by bytes: the message texts it keeps alive and ~256
+    per chat message."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._memo: LruCache[str, _Turns] = LruCache(max_bytes)
+
+    def translate(self, body: Any, key: str, *, strip_billing_line: bool = False) -> Translated:
+        """The chat body for ``body``, a session's (``key``) latest.  Whatever the body parser
+        reused (``ParsedBody.reused_messages``, 0 when it parsed afresh) shows here as
+        identity with the memo, which is what is checked: so nothing that parser says or
+        gets wrong can make a reused translation stale."""
+        previous = self._memo.get(key)
+        translated, turns = _translate(body, strip_billing_line, False, previous)
+        self._memo.put(key, turns, turns.size)
+        return translated
 
 
 def to_chat_body(
@@ -49,6 +102,17 @@ def to_chat_body(
     field when it is not one.  ``reused_messages``: leading messages that were translated
     before (same objects, see ``incremental_json``): only used to count validated output.
     ``counting``: a count_tokens body (no ``max_tokens``, never streamed)."""
+    translated, turns = _translate(body, strip_billing_line, counting, None)
+    if not reused_messages:
+        return translated
+    reused = min(reused_messages, len(turns.ends))
+    offset = len(turns.messages) - (turns.ends[-1] if turns.ends else 0)
+    return Translated(translated.body, offset + turns.ends[reused - 1])
+
+
+def _translate(
+    body: Any, strip_billing_line: bool, counting: bool, previous: _Turns | None
+) -> tuple[Translated, _Turns]:
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
     max_tokens = body.get("max_tokens")
@@ -61,18 +125,32 @@ def to_chat_body(
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequestError("messages: must be a non-empty array", param="messages")
-    out: list[dict[str, Any]] = []
     system = _system(body.get("system"), strip_billing_line)
+    system_message: dict[str, Any] | None = None
     if system is not None:
-        out.append({"role": "system", "content": system})
-    validated = 0
-    for index, message in enumerate(messages):
-        if index == reused_messages:
-            validated = len(out)
-        out.extend(_message(index, message))
-    if reused_messages >= len(messages):
-        validated = len(out)
-    validated = validated if reused_messages else 0
+        kept = previous.system if previous is not None else None
+        same = kept is not None and kept["content"] == system
+        system_message = kept if same else {"role": "system", "content": system}
+    out: list[dict[str, Any]] = [] if system_message is None else [system_message]
+    reused = _identical_prefix(messages, previous.sources) if previous is not None else 0
+    if previous is not None and reused:
+        start = len(previous.messages) - previous.ends[-1]  # 1 after a system message
+        out += previous.messages[start : start + previous.ends[reused - 1]]
+        sources, ends = previous.sources[:reused], previous.ends[:reused]
+        sizes = previous.sizes[:reused]
+    else:
+        sources, ends, sizes = [], [], []
+    size = sizes[-1] if sizes else 0
+    offset = len(out) - (ends[-1] if ends else 0)  # 1 after a system message
+    for index in range(reused, len(messages)):
+        message = messages[index]
+        made = _message(index, message)
+        out += made
+        size += _text_size(message) + 256 * len(made)
+        sources.append(message)
+        ends.append(len(out) - offset)
+        sizes.append(size)
+    validated = offset + ends[reused - 1] if reused else 0
     chat: dict[str, Any] = {
         "model": body.get("model"),
         "messages": out,
@@ -104,7 +182,26 @@ def to_chat_body(
                 "thinking.type: must be 'enabled' or 'disabled'", param="thinking"
             )
         chat["chat_template_kwargs"] = {"enable_thinking": kind != "disabled"}
-    return Translated(chat, validated)
+    return Translated(chat, validated), _Turns(out, system_message, sources, ends, sizes)
+
+
+def _identical_prefix(messages: list[Any], sources: list[Any]) -> int:
+    """How many leading ``messages`` are the objects ``sources`` holds."""
+    if not sources or messages[0] is not sources[0]:
+        return 0  # a body parsed afresh: nothing to compare
+    same = list(map(operator.is_, messages, sources))
+    return same.index(False) if False in same else len(same)
+
+
+def _text_size(value: Any) -> int:
+    """Characters of the strings in a JSON value."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(map(_text_size, value.values()))
+    if isinstance(value, list):
+        return sum(map(_text_size, value))
+    return 0
 
 
 def _system(system: Any, strip_billing_line: bool) -> str | list[dict[str, Any]] | None:
