@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from app.errors import BadRequestError
+from app.protocol.json_text import text_size
 from app.tokenization.lru import LruCache
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
@@ -146,7 +147,7 @@ def _translate(
         message = messages[index]
         made = _message(index, message)
         out += made
-        size += _text_size(message) + 256 * len(made)
+        size += text_size(message) + 256 * len(made)
         sources.append(message)
         ends.append(len(out) - offset)
         sizes.append(size)
@@ -191,17 +192,6 @@ def _identical_prefix(messages: list[Any], sources: list[Any]) -> int:
         return 0  # a body parsed afresh: nothing to compare
     same = list(map(operator.is_, messages, sources))
     return same.index(False) if False in same else len(same)
-
-
-def _text_size(value: Any) -> int:
-    """Characters of the strings in a JSON value."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(map(_text_size, value.values()))
-    if isinstance(value, list):
-        return sum(map(_text_size, value))
-    return 0
 
 
 def _system(system: Any, strip_billing_line: bool) -> str | list[dict[str, Any]] | None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import BadRequestError
+from app.protocol.json_text import text_size
 from app.tokenization.lru import LruCache
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
@@ -59,9 +60,7 @@ class _Turns:
     kept alive by this) and ~256 per message."""
 
     def resumed(self) -> _Turns:
-        return _Turns(
-            list(self.messages), self.n_items, self.last_item, self.reasoning, self.size
-        )
+        return _Turns(list(self.messages), self.n_items, self.last_item, self.reasoning, self.size)
 
     def add(self, items: list[Any]) -> None:
         out = self.messages
@@ -70,7 +69,7 @@ class _Turns:
             where = f"input[{index}]"
             if not isinstance(item, dict):
                 raise BadRequestError(f"{where} must be an object", param=where)
-            self.size += 256 + _text_size(item)
+            self.size += 256 + text_size(item)
             kind = item.get("type", "message" if "role" in item else None)
             if kind == "message":
                 message = _message(item, where)
@@ -86,8 +85,11 @@ class _Turns:
                     # a new dict: the previous one may be a previous call's, only ever read
                     out[-1] = {**last, "tool_calls": [*last.get("tool_calls", ()), call]}
                 else:
-                    turn: dict[str, Any] = {"role": "assistant", "content": "",
-                                            "tool_calls": [call]}
+                    turn: dict[str, Any] = {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [call],
+                    }
                     if self.reasoning is not None:
                         turn["reasoning_content"] = self.reasoning
                     out.append(turn)
@@ -101,8 +103,9 @@ class _Turns:
             elif kind == "reasoning":
                 text = _reasoning_text(item, where)
                 if text:
-                    self.reasoning = text if self.reasoning is None else (
-                        self.reasoning + "\n\n" + text)
+                    self.reasoning = (
+                        text if self.reasoning is None else (self.reasoning + "\n\n" + text)
+                    )
             elif kind == "item_reference":
                 raise BadRequestError(
                     f"{where}: item references are not supported (this proxy stores nothing)",
@@ -175,8 +178,7 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
         chat["messages"] = messages
     elif isinstance(items, list):
         if turns is None:
-            opening = [] if instructions is None else [{"role": "system",
-                                                        "content": instructions}]
+            opening = [] if instructions is None else [{"role": "system", "content": instructions}]
             turns = _Turns(opening)
         turns.add(items)
         chat["messages"] = turns.messages
@@ -204,17 +206,6 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
     if isinstance(reasoning, dict) and reasoning.get("effort") == "none":
         chat["chat_template_kwargs"] = {"enable_thinking": False}
     return chat, turns
-
-
-def _text_size(value: Any) -> int:
-    """Characters of the strings in a JSON value (an item's texts)."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(map(_text_size, value.values()))
-    if isinstance(value, list):
-        return sum(map(_text_size, value))
-    return 0
 
 
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:

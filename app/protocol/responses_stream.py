@@ -85,11 +85,21 @@ class _Item:
             return {"id": self.ident, "type": "reasoning", "summary": summary, "status": status}
         if self.kind == "message":
             content = [_output_text(text)] if status != "in_progress" else []
-            return {"id": self.ident, "type": "message", "role": "assistant", "status": status,
-                    "content": content}
-        return {"id": self.ident, "type": "function_call", "call_id": self.call_id,
-                "name": self.name, "arguments": text if status != "in_progress" else "",
-                "status": status}
+            return {
+                "id": self.ident,
+                "type": "message",
+                "role": "assistant",
+                "status": status,
+                "content": content,
+            }
+        return {
+            "id": self.ident,
+            "type": "function_call",
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": text if status != "in_progress" else "",
+            "status": status,
+        }
 
 
 def _output_text(text: str) -> dict[str, Any]:
@@ -182,17 +192,33 @@ class ResponseStream:
     def _open(self, item: _Item) -> list[Event]:
         events = self._close()
         self.current = item
-        events.append(self._event("response.output_item.added", output_index=item.index,
-                                  item=item.value("in_progress")))
+        events.append(
+            self._event(
+                "response.output_item.added",
+                output_index=item.index,
+                item=item.value("in_progress"),
+            )
+        )
         if item.kind == "reasoning":
-            events.append(self._event(
-                "response.reasoning_summary_part.added", item_id=item.ident,
-                output_index=item.index, summary_index=0,
-                part={"type": "summary_text", "text": ""}))
+            events.append(
+                self._event(
+                    "response.reasoning_summary_part.added",
+                    item_id=item.ident,
+                    output_index=item.index,
+                    summary_index=0,
+                    part={"type": "summary_text", "text": ""},
+                )
+            )
         elif item.kind == "message":
-            events.append(self._event(
-                "response.content_part.added", item_id=item.ident, output_index=item.index,
-                content_index=0, part=_output_text("")))
+            events.append(
+                self._event(
+                    "response.content_part.added",
+                    item_id=item.ident,
+                    output_index=item.index,
+                    content_index=0,
+                    part=_output_text(""),
+                )
+            )
         return events
 
     def _text(self, kind: str, text: str) -> list[Event]:
@@ -203,13 +229,26 @@ class ResponseStream:
             events += self._open(item)
         item.text.append(text)
         if kind == "reasoning":
-            events.append(self._event(
-                "response.reasoning_summary_text.delta", item_id=item.ident,
-                output_index=item.index, summary_index=0, delta=text))
+            events.append(
+                self._event(
+                    "response.reasoning_summary_text.delta",
+                    item_id=item.ident,
+                    output_index=item.index,
+                    summary_index=0,
+                    delta=text,
+                )
+            )
         else:
-            events.append(self._event(
-                "response.output_text.delta", item_id=item.ident, output_index=item.index,
-                content_index=0, delta=text, logprobs=[]))
+            events.append(
+                self._event(
+                    "response.output_text.delta",
+                    item_id=item.ident,
+                    output_index=item.index,
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            )
         return events
 
     def _tool_call(self, call: dict[str, Any]) -> list[Event]:
@@ -217,17 +256,25 @@ class ResponseStream:
         function = call.get("function") or {}
         item = self.current
         if item is None or item.kind != "function_call" or call.get("index") != self.tool_index:
-            item = _Item("function_call", len(self.done) + (self.current is not None),
-                         call_id=call.get("id") or _ident("call_"),
-                         name=function.get("name") or "")
+            item = _Item(
+                "function_call",
+                len(self.done) + (self.current is not None),
+                call_id=call.get("id") or _ident("call_"),
+                name=function.get("name") or "",
+            )
             events += self._open(item)
             self.tool_index = call.get("index")
         arguments = function.get("arguments")
         if arguments:
             item.text.append(arguments)
-            events.append(self._event(
-                "response.function_call_arguments.delta", item_id=item.ident,
-                output_index=item.index, delta=arguments))
+            events.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=item.ident,
+                    output_index=item.index,
+                    delta=arguments,
+                )
+            )
         return events
 
     def _close(self, status: str = "completed") -> list[Event]:
@@ -238,23 +285,37 @@ class ResponseStream:
         common = {"item_id": item.ident, "output_index": item.index}
         events: list[Event] = []
         if item.kind == "reasoning":
-            events.append(self._event("response.reasoning_summary_text.done", **common,
-                                      summary_index=0, text=text))
-            events.append(self._event("response.reasoning_summary_part.done", **common,
-                                      summary_index=0, part={"type": "summary_text",
-                                                             "text": text}))
+            events.append(
+                self._event(
+                    "response.reasoning_summary_text.done", **common, summary_index=0, text=text
+                )
+            )
+            events.append(
+                self._event(
+                    "response.reasoning_summary_part.done",
+                    **common,
+                    summary_index=0,
+                    part={"type": "summary_text", "text": text},
+                )
+            )
         elif item.kind == "message":
-            events.append(self._event("response.output_text.done", **common, content_index=0,
-                                      text=text, logprobs=[]))
-            events.append(self._event("response.content_part.done", **common, content_index=0,
-                                      part=_output_text(text)))
+            events.append(
+                self._event(
+                    "response.output_text.done", **common, content_index=0, text=text, logprobs=[]
+                )
+            )
+            events.append(
+                self._event(
+                    "response.content_part.done", **common, content_index=0, part=_output_text(text)
+                )
+            )
         else:
-            events.append(self._event("response.function_call_arguments.done", **common,
-                                      arguments=text))
+            events.append(
+                self._event("response.function_call_arguments.done", **common, arguments=text)
+            )
         value = item.value(status)
         self.done.append(value)
-        events.append(self._event("response.output_item.done", output_index=item.index,
-                                  item=value))
+        events.append(self._event("response.output_item.done", output_index=item.index, item=value))
         return events
 
 
@@ -268,11 +329,16 @@ def response_from_completion(
     delta = {
         "reasoning_content": message.get("reasoning_content") or message.get("reasoning"),
         "content": message.get("content"),
-        "tool_calls": [dict(call, index=k) for k, call in enumerate(message.get("tool_calls")
-                                                                    or ())],
+        "tool_calls": [
+            dict(call, index=k) for k, call in enumerate(message.get("tool_calls") or ())
+        ],
     }
-    stream.feed({"choices": [{"delta": delta, "finish_reason": choice.get("finish_reason")}],
-                 "usage": completion.get("usage")})
+    stream.feed(
+        {
+            "choices": [{"delta": delta, "finish_reason": choice.get("finish_reason")}],
+            "usage": completion.get("usage"),
+        }
+    )
     final = stream.finish()[-1][1]["response"]
     assert isinstance(final, dict)
     return final
