@@ -157,29 +157,12 @@ class ChatTemplate:
         ``TemplateError``. Inputs must be plain JSON data (as parsed from a request body).
         """
         variant = self._variant(tools is not None)
+        inputs = (messages, tools, add_generation_prompt, chat_template_kwargs, documents)
         if cache is None or session is None or variant.memo_template is None:
-            context = self._context(
-                variant,
-                messages,
-                tools,
-                add_generation_prompt,
-                chat_template_kwargs,
-                documents,
-                None,
-            )
-            return _run(variant, variant.template, context)
+            return _run(variant, variant.template, self._context(variant, *inputs, None))
         memo = cache.session(f"{id(self)}:{variant.name}:{session}")
         with memo.lock:
-            context = self._context(
-                variant,
-                messages,
-                tools,
-                add_generation_prompt,
-                chat_template_kwargs,
-                documents,
-                memo,
-                frozen,
-            )
+            context = self._context(variant, *inputs, memo, frozen)
             try:
                 text = _run(variant, variant.memo_template, context, memo)
             finally:
