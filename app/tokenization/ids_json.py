@@ -10,6 +10,7 @@ ids in between.  Each id's end offset in the text is kept to cut the bytes at to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,8 @@ from app.tokenization.lru import LruCache
 from app.tokenization.reference import IdArray
 
 _POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)
+Offsets = npt.NDArray[np.signedinteger[Any]]
+"""Byte offsets into the JSON text: int32 (half the copying), int64 past 2^27 ids."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +31,7 @@ class IdsJson:
 
     ids: IdArray
     text: bytes
-    ends: npt.NDArray[np.int64]
+    ends: Offsets
 
     @property
     def nbytes(self) -> int:
@@ -54,11 +57,12 @@ class IdsJson:
         mid_text, mid_ends = _serialise(new[head : n_new - tail])
         whole = memoryview(self.text)  # slices of it are joined without an extra copy
         pieces: list[bytes | memoryview] = []
-        ends: list[npt.NDArray[np.int64]] = []
+        ends: list[Offsets] = []
         size = 0
+        wide = _offset_type(n_new)
         if head:
             pieces.append(whole[: self.ends[head - 1]])
-            ends.append(self.ends[:head])
+            ends.append(self.ends[:head].astype(wide, copy=False))
             size = int(self.ends[head - 1])
         first = n_old - tail
         start = int(self.ends[first - 1]) + 1 if 0 < first < n_old else 0
@@ -70,21 +74,27 @@ class IdsJson:
                 pieces.append(b",")
                 size += 1
             pieces.append(text)
-            ends.append(piece_ends + (size - offset))
+            ends.append(piece_ends.astype(wide, copy=False) + (size - offset))
             size += len(text)
         return IdsJson(ids, b"".join(pieces), np.concatenate(ends) if ends else _EMPTY_ENDS)
 
 
-_EMPTY_ENDS = np.zeros(0, dtype=np.int64)
+_EMPTY_ENDS = np.zeros(0, dtype=np.int32)
 
 
-def _serialise(ids: IdArray) -> tuple[bytes, npt.NDArray[np.int64]]:
+def _serialise(ids: IdArray) -> tuple[bytes, Offsets]:
     if not len(ids):
         return b"", _EMPTY_ENDS
     text = orjson.dumps(ids, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
-    digits = np.searchsorted(_POWERS, ids, side="right").astype(np.int64) + 1
-    ends = np.cumsum(digits + 1) - 1
+    wide = _offset_type(len(ids))
+    digits = np.searchsorted(_POWERS, ids, side="right").astype(wide) + 1
+    ends: Offsets = np.cumsum(digits + 1, dtype=wide) - 1
     return text, ends
+
+
+def _offset_type(n_ids: int) -> type[np.signedinteger[Any]]:
+    """int32 offsets while the JSON surely fits (2^27 ids of <= 11 bytes < 2^31), else int64."""
+    return np.int32 if n_ids < 1 << 27 else np.int64
 
 
 def _common_run(a: IdArray, b: IdArray) -> int:
