@@ -36,7 +36,7 @@ token is split out and c is a hard boundary: normalizer and pre-tokenizer never 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from app.tokenization.spec import AddedToken, TokenizerSpec
 
@@ -203,20 +203,36 @@ class CutRules:
         ``open_ends`` marks a region side that is the start (end) of both texts: reads past it
         find nothing in either, so they need no room there.
         """
+        return list(self.iter_cuts(text, lo, hi, region, open_ends=open_ends))
+
+    def iter_cuts(
+        self,
+        text: bytes,
+        lo: int,
+        hi: int,
+        region: tuple[int, int],
+        *,
+        open_ends: tuple[bool, bool] = (False, False),
+        descending: bool = False,
+    ) -> Iterator[int]:
+        """The cuts of ``cuts``, in either order, each verdict taken only when reached (a
+        repair needs just the one nearest the change)."""
         reach = self._guard.reach
         first = -(1 << 62) if open_ends[0] else region[0]
         last = 1 << 62 if open_ends[1] else region[1]
         lo = max(lo, region[0] + 1, first + 2, first + reach)
         hi = min(hi, region[1] - 1, last - 1)
-        cuts = set()
-        for match in self._candidates.finditer(text, lo, hi + 1):
-            right = self._guard.right_reach(text, match.start())
-            if right is not None and match.start() + max(right, 1) <= last:
-                cuts.add(match.start())
         # An edge's verdict also reads around the token's far end.
-        cuts.update(
+        edges = {
             c
             for c, start, far in self._guard.edges(text, lo, hi)
             if start - reach >= first and far <= last
-        )
-        return sorted(cuts)
+        }
+        candidates = {m.start() for m in self._candidates.finditer(text, lo, hi + 1)}
+        for c in sorted(candidates | edges, reverse=descending):
+            if c in edges:
+                yield c
+                continue
+            right = self._guard.right_reach(text, c)
+            if right is not None and c + max(right, 1) <= last:
+                yield c

@@ -161,8 +161,10 @@ class Repairer:
                 lo, hi = region[0], region[0] + width
             else:
                 lo, hi = region[1] - width, region[1]
-            cuts = self.rules.cuts(old.text, lo, hi, region, open_ends=open_ends)
-            found = self._first_valid(old, cuts if ascending else reversed(cuts), stats)
+            cuts = self.rules.iter_cuts(
+                old.text, lo, hi, region, open_ends=open_ends, descending=not ascending
+            )
+            found = self._first_valid(old, cuts, stats)
             if found is not None:
                 if attempt == 0:
                     stats.first_window += 1
