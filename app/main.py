@@ -14,7 +14,9 @@ from fastapi import FastAPI
 from app.api import chat, errors, messages, models, openai_responses
 from app.config import Settings
 from app.errors import TemplateError
+from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
+from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
 from app.tokenization import SessionTokenizer
@@ -35,6 +37,13 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         client = UpstreamClient(settings, transport)
         try:
             app.state.chat = await _build_service(settings, client)
+            # The client APIs' own per-session memos, inside the same budget (see below).
+            share = settings.store_bytes // 32
+            app.state.anthropic_translator = AnthropicTranslator(share)
+            app.state.responses_parsers = (
+                BodyParser(2 * share, array="input"),
+                ResponsesTranslator(share),
+            )
             yield
         finally:
             await client.aclose()
@@ -50,10 +59,12 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 
 async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
-    # Session state: 3/8 of the budget for text+ids+offsets, 1/4 for the render memo, 1/8
-    # each for the cached id JSON, the last request bodies and typed special-token sessions.
+    # Session state, in 16ths of the budget: 5 for text+ids+offsets, 3 for the render memo,
+    # 2 each for the cached id JSON, the last chat/Anthropic bodies and typed special-token
+    # sessions; the Responses bodies (1) and the two request translators (1/2 each) are
+    # built in ``create_app``.
     budget = settings.store_bytes
-    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget * 3 // 8)
+    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget * 5 // 16)
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model
@@ -96,7 +107,7 @@ async def _build_service(settings: Settings, client: UpstreamClient) -> ChatServ
         dialect=dialect,
         client=client,
         ids_cache=IdsJsonCache(budget // 8),
-        render_cache=RenderCache(max_chars=budget // 4),
+        render_cache=RenderCache(max_chars=budget * 3 // 16),
         typed_specials=TypedSpecials(tokenizer.reference.tokenizer, cache_bytes=budget // 8),
         bodies=BodyParser(budget // 8),
     )

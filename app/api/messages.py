@@ -33,15 +33,10 @@ BODY_KEY_PREFIX = "anthropic:"
 """Anthropic bodies are remembered apart from chat bodies of the same caller."""
 
 
-def _translator(app: FastAPI) -> ChatTranslator:
-    """The session memo of the Anthropic -> chat translation, created on first use in
-    ``app.state.anthropic_translator`` (so ``app.main`` stays as it was); 1/16 of
-    ``store_bytes``, as much as each of the Responses parser and translator."""
-    translator: ChatTranslator | None = getattr(app.state, "anthropic_translator", None)
-    if translator is None:
-        translator = ChatTranslator(app.state.settings.store_bytes // 16)
-        app.state.anthropic_translator = translator
-    return translator
+def translator(app: FastAPI) -> ChatTranslator:
+    """The session memo of the Anthropic -> chat translation (built by ``create_app``)."""
+    memo: ChatTranslator = app.state.anthropic_translator
+    return memo
 
 
 @router.post("/v1/messages")
@@ -51,7 +46,7 @@ async def messages(request: Request) -> Response:
     settings = request.app.state.settings
     key = BODY_KEY_PREFIX + body_key(request.headers)
     parsed = await json_body(request, settings.max_body_bytes, timings, service.bodies, key)
-    translated = _translator(request.app).translate(
+    translated = translator(request.app).translate(
         parsed.body, key, strip_billing_line=settings.strip_billing_line
     )
     chat = parse_chat_request(translated.body, validated=translated.validated)

@@ -3,9 +3,8 @@ translating to the canonical chat request (``responses_request``) and the chat c
 (``responses_stream``).
 
 The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``,
-keyed ``"responses:" + body_key``, and a ``ChatTranslator``
-translates only the items the parser found appended; both are created on first use in
-``app.state.responses_parsers`` (so ``app.main`` stays as it was).  Errors before the
+keyed ``"responses:" + body_key``, and a ``ChatTranslator`` translates only the items the
+parser found appended; ``create_app`` builds both inside the session budget.  Errors before the
 upstream accepted the request are OpenAI error JSON with their status; after it, the stream
 ends with ``response.failed``.
 """
@@ -38,14 +37,8 @@ log = logging.getLogger("toksplice")
 
 
 def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
-    parsers: tuple[BodyParser, ChatTranslator] | None = getattr(
-        app.state, "responses_parsers", None
-    )
-    if parsers is None:
-        # as much again as chat's BodyParser (1/8 of store_bytes), split between the two
-        budget = app.state.settings.store_bytes // 16
-        parsers = BodyParser(budget, array="input"), ChatTranslator(budget)
-        app.state.responses_parsers = parsers
+    """The body parser over ``input`` and the translation memo (built by ``create_app``)."""
+    parsers: tuple[BodyParser, ChatTranslator] = app.state.responses_parsers
     return parsers
 
 
@@ -62,9 +55,7 @@ async def create_response(request: Request) -> Response:
     chat = parse_chat_request(canonical, validated=validated)
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, original)  # reads prompt_cache_key
-    prepared = await service.prepare(
-        chat, caller, timings, continuation=parsed.reused_messages > 0
-    )
+    prepared = await service.prepare(chat, caller, timings, continuation=parsed.reused_messages > 0)
     echo = response_echo(original)
     if not chat.stream:
         completion = await service.complete(prepared)
