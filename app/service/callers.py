@@ -30,23 +30,16 @@ class Caller:
 
 
 def caller_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> Caller:
-    key = _api_key(headers)
-    tenant = hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"
-    session = next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
+    session = _header_session(headers)
     if session is None and isinstance(body.get("prompt_cache_key"), str):
-        session = body["prompt_cache_key"]
-    if session is not None:
-        session = session[:_MAX_SESSION_CHARS]
-    return Caller(tenant=tenant, session=session)
+        session = body["prompt_cache_key"][:_MAX_SESSION_CHARS]
+    return Caller(tenant=_tenant(headers), session=session)
 
 
 def body_key(headers: Mapping[str, str]) -> str:
     """Whose previous request body a new one is compared with (see ``incremental_json``):
     the caller's session when it names one, else the caller's last keyless request."""
-    key = _api_key(headers)
-    tenant = hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"
-    session = next((headers[h] for h in SESSION_HEADERS if headers.get(h)), "")
-    return f"{tenant}/{session[:_MAX_SESSION_CHARS]}"
+    return f"{_tenant(headers)}/{_header_session(headers) or ''}"
 
 
 def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
@@ -56,6 +49,16 @@ def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
     first = next((m for m in messages if m.get("role") == "user"), messages[0])
     opening = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
     return f"{caller.tenant}/m:{hashlib.blake2b(opening, digest_size=12).hexdigest()}"
+
+
+def _tenant(headers: Mapping[str, str]) -> str:
+    key = _api_key(headers)
+    return hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"
+
+
+def _header_session(headers: Mapping[str, str]) -> str | None:
+    session = next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
+    return None if session is None else session[:_MAX_SESSION_CHARS]
 
 
 def _api_key(headers: Mapping[str, str]) -> str | None:

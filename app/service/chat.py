@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
@@ -41,7 +41,6 @@ class PreparedChat:
     encoding: Encoding
     starts_in_reasoning: bool
     timings: Timings
-    key: str = field(default="")
 
     def headers(self) -> dict[str, str]:
         """Response headers that say how the prompt was tokenized and what it cost."""
@@ -147,15 +146,13 @@ class ChatService:
             stream=request.stream,
             chat_body=request.body,
         )
-        timings.prepared = time.perf_counter()
-        return PreparedChat(request, call, encoding, _opens_reasoning(text), timings, key)
+        return PreparedChat(request, call, encoding, _opens_reasoning(text), timings)
 
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
         """The whole answer as one OpenAI chat completion."""
         path, body = self.dialect.request(prepared.call)
         prepared.timings.upstream_sent = time.perf_counter()
         payload = await self.client.post_json(path, body)
-        prepared.timings.first_byte = prepared.timings.first_token = time.perf_counter()
         if self.dialect.chat_native:
             return dict(payload, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
@@ -190,14 +187,10 @@ class ChatService:
         errors after it end the stream.  The ``async with`` owns the upstream response, so
         closing this generator (a client that went away) cancels the upstream request."""
         path, body = self.dialect.request(prepared.call)
-        timings = prepared.timings
-        timings.upstream_sent = time.perf_counter()
+        prepared.timings.upstream_sent = time.perf_counter()
         async with self.client.stream(path, body) as response:
-            timings.first_byte = time.perf_counter()
             yield None
             async for chunk in self._chunks(prepared, response):
-                if not timings.first_token:
-                    timings.first_token = time.perf_counter()
                 yield chunk
 
     async def _chunks(

@@ -11,10 +11,7 @@ class Timings:
     request out."""
 
     received: float
-    prepared: float = 0.0
     upstream_sent: float = 0.0
-    first_byte: float = 0.0
-    first_token: float = 0.0
     read_s: float = 0.0
     parse_s: float = 0.0
     render_s: float = 0.0
