@@ -19,7 +19,7 @@ back-references), which pin types, key order and float bits.
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import marshal
 import operator
 import sys
@@ -100,31 +100,35 @@ class SessionMemo:
                     same[i] = dumps(value, 2) == data
                 except ValueError:
                     same[i] = False
-        try:
-            k = same.index(False)
-        except ValueError:
-            k = len(same)
-        if not set(map(type, messages[:k])) <= {dict}:
-            k = 0
-        out, exact = old_prepared[:k], old_exact[:k]
-        requests = self.requests[:k]
-        checks = self.checks[: bisect.bisect_left(self.checks, k)]
-        reused = k
-        for i in range(k, len(messages)):
+        # Reuse what is the same and a plain dict; prepare the rest (visited by index only,
+        # so an edit near the start costs what the edited messages cost).
+        n_new = len(messages)
+        is_dict = map(operator.is_, map(type, messages), itertools.repeat(dict))
+        reuse = list(map(operator.and_, same[:n_new], is_dict))
+        redo = [*itertools.compress(range(len(reuse)), map(operator.not_, reuse))]
+        redo += range(len(reuse), n_new)
+        out, exact = old_prepared[:n_new], old_exact[:n_new]
+        requests = self.requests[:n_new]
+        for i in redo:
             message = messages[i]
-            if i < len(same) and same[i] and type(message) is dict:
-                out.append(old_prepared[i])
-                requests.append(self.requests[i])
-                known = old_exact[i]
-                reused += 1
-            else:
-                out.append(prepare_one(i, message))
+            fresh = (
+                prepare_one(i, message),
                 # a copy: a caller editing its dict in place must not edit what we compare to
-                requests.append(dict(message) if type(message) is dict else message)
-                known = _exactness(message)
-            exact.append(known)
-            if known is None or known[0]:
-                checks.append(i)
+                dict(message) if type(message) is dict else message,
+                _exactness(message),
+            )
+            if i < len(out):
+                out[i], requests[i], exact[i] = fresh
+            else:
+                out.append(fresh[0])
+                requests.append(fresh[1])
+                exact.append(fresh[2])
+        redone = set(redo)
+        checks = sorted(
+            {i for i in self.checks if i < n_new and i not in redone}
+            | {i for i in redo if (known := exact[i]) is None or known[0]}
+        )
+        reused = n_new - len(redo)
         self.requests, self.exact, self.prepared, self.checks = requests, exact, out, checks
         self.originals = list(messages) if frozen else []
         self.reused = reused

@@ -222,34 +222,48 @@ def _blocks(
     previous: LoopRun,
     owned: list[Any],
 ) -> list[tuple[int, int]]:
-    """Maximal runs ``[lo, hi)`` of iterations whose reads are the previous call's."""
-    k = _common(items, previous.items, owned)
-    lo, hi = 0, k
+    """Maximal runs ``[lo, hi)`` of iterations whose reads are the previous call's: not just
+    the common prefix, so an edit near the start (Claude Code's billing line) leaves the
+    iterations after it replayable."""
+    reads = _same_at(items, previous.items, owned)
+    n = len(reads)
     if "last" in plan.loop_attrs:
-        hi = min(hi, len(items) - 1, len(previous.items) - 1)
+        n = min(n, len(items) - 1, len(previous.items) - 1)
+    ok = reads[: max(n, 0)]
     for (_, offsets), seq, old in zip(plan.indexed, lists, previous.lists, strict=True):
-        same = k if seq is items and old is previous.items else _common(seq, old, owned)
+        same = reads if seq is items and old is previous.items else _same_at(seq, old, owned)
         for attr, offset in offsets:
-            if not attr:
-                hi = hi if 0 <= offset < same else 0
+            if not attr:  # the same element in every iteration
+                if not (0 <= offset < len(same) and same[offset]):
+                    return []
                 continue
+            # iteration t reads seq[t + shift]: it must exist (no wrap-around) and be the same
             shift = offset + (attr == "index")
-            lo, hi = max(lo, -shift), min(hi, same - shift)
-    flips = sorted(
-        {
-            t
-            for threshold, new, old in zip(
-                plan.thresholds, limits, previous.thresholds, strict=True
-            )
-            for t in _flips(threshold, new, old, lo, hi)
-        }
-    )
-    blocks = []
-    for cut in [*flips, hi]:
-        if lo < cut:
-            blocks.append((lo, cut))
-        lo = max(lo, cut + 1)
-    return blocks
+            lo = min(max(-shift, 0), len(ok))
+            hi = max(min(len(ok), len(same) - shift), lo)
+            ok = [
+                *[False] * lo,
+                *map(operator.and_, ok[lo:hi], same[lo + shift : hi + shift]),
+                *[False] * (len(ok) - hi),
+            ]
+    for threshold, limit, old_limit in zip(
+        plan.thresholds, limits, previous.thresholds, strict=True
+    ):
+        for t in _flips(threshold, limit, old_limit, 0, len(ok)):
+            ok[t] = False
+    blocks: list[tuple[int, int]] = []
+    t = 0
+    while True:
+        try:
+            lo = ok.index(True, t)
+        except ValueError:
+            return blocks
+        try:
+            hi = ok.index(False, lo)
+        except ValueError:
+            hi = len(ok)
+        blocks.append((lo, hi))
+        t = hi
 
 
 def _flips(threshold: Threshold, new: int, old: int, lo: int, hi: int) -> list[int]:
@@ -271,15 +285,12 @@ def _flips(threshold: Threshold, new: int, old: int, lo: int, hi: int) -> list[i
     return out
 
 
-def _common(new: list[Any], old: list[Any], owned: list[Any]) -> int:
-    """The length of the common prefix of two lists, by identity, of ``owned`` objects."""
+def _same_at(new: list[Any], old: list[Any], owned: list[Any]) -> list[bool]:
+    """Per index of the shorter list: the same object in both, and one of ``owned``."""
     same = list(map(operator.is_, new, old))
     if new is not owned:
         same = list(map(operator.and_, same, map(set(map(id, owned)).__contains__, map(id, new))))
-    try:
-        return same.index(False)
-    except ValueError:
-        return len(same)
+    return same
 
 
 def _state(written: list[tuple[dict[str, Any], tuple[str, ...]]]) -> _State:

@@ -133,7 +133,7 @@ class ChatService:
                 reused_tokens=reused,
                 fallback="special-token text in client content",
             )
-        ids_json = self.ids_cache.json_for(key, encoding.ids)
+        ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         timings.render_s = rendered - started
         timings.tokenize_s = time.perf_counter() - rendered
         prompt = Prompt(

@@ -2,9 +2,10 @@
 
 A 1M-character transcript is ~250K ids; ``orjson`` needs ~2.5 ms to write them and
 ``ndarray.tolist`` far more, on every call.  Consecutive calls of a session share almost all
-ids (a long common prefix, and after an edit near the start a long common suffix), so
-``IdsJson.spliced`` copies the JSON bytes of the shared prefix and suffix and writes only the
-ids in between.  Each id's end offset in the text is kept to cut the bytes at token edges.
+ids, so ``IdsJson.spliced`` copies the JSON bytes of the stretches the session tokenizer
+copied from the previous ids (or, without word of those, of the common prefix and suffix) and
+writes only the ids in between.  Each id's end offset in the text is kept to cut the bytes at
+token edges.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy.typing as npt
 import orjson
 
 from app.tokenization.lru import LruCache
-from app.tokenization.reference import IdArray
+from app.tokenization.reference import CopiedIds, IdArray
 
 _POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)
 Offsets = npt.NDArray[np.signedinteger[Any]]
@@ -43,8 +44,22 @@ class IdsJson:
         text, ends = _serialise(ids)
         return cls(ids, text, ends)
 
-    def spliced(self, ids: IdArray) -> IdsJson:
-        """The JSON of ``ids``, reusing this one's bytes for the common prefix and suffix."""
+    def spliced(self, ids: IdArray, copied: CopiedIds | None = None) -> IdsJson:
+        """The JSON of ``ids``, reusing this one's bytes where ids were kept: the stretches
+        ``copied`` names when they were copied from this one's ids, else the common prefix
+        and suffix."""
+        if ids is self.ids:
+            return self
+        if copied is not None and copied.source is self.ids:
+            runs = copied.runs
+        else:
+            runs = self._common_ends(ids)
+        if sum(last - first for first, last, _ in runs) < len(ids) // 8:
+            return IdsJson.of(ids)
+        return self._reusing(ids, runs)
+
+    def _common_ends(self, ids: IdArray) -> tuple[tuple[int, int, int], ...]:
+        """The common prefix and suffix of this one's ids and ``ids``, as copied runs."""
         old, new = self.ids, ids
         n_old, n_new = len(old), len(new)
         shortest = min(n_old, n_new)
@@ -52,30 +67,36 @@ class IdsJson:
         tail = _common_run(
             old[n_old - shortest + head :][::-1], new[n_new - shortest + head :][::-1]
         )
-        if head + tail < shortest // 8:
-            return IdsJson.of(ids)
-        mid_text, mid_ends = _serialise(new[head : n_new - tail])
+        return tuple(
+            run for run in ((0, head, 0), (n_old - tail, n_old, n_new - tail)) if run[0] < run[1]
+        )
+
+    def _reusing(self, ids: IdArray, runs: tuple[tuple[int, int, int], ...]) -> IdsJson:
         whole = memoryview(self.text)  # slices of it are joined without an extra copy
+        wide = _offset_type(len(ids))
         pieces: list[bytes | memoryview] = []
         ends: list[Offsets] = []
         size = 0
-        wide = _offset_type(n_new)
-        if head:
-            pieces.append(whole[: self.ends[head - 1]])
-            ends.append(self.ends[:head].astype(wide, copy=False))
-            size = int(self.ends[head - 1])
-        first = n_old - tail
-        start = int(self.ends[first - 1]) + 1 if 0 < first < n_old else 0
-        suffix = (whole[start:], self.ends[first:], start) if first < n_old else (b"", None, 0)
-        for text, piece_ends, offset in ((mid_text, mid_ends, 0), suffix):
-            if not len(text) or piece_ends is None:
-                continue
+
+        def add(text: bytes | memoryview, text_ends: Offsets, start: int) -> None:
+            """Append ``text``, whose ids end at ``text_ends`` (counted from ``start``)."""
+            nonlocal size
             if pieces:
                 pieces.append(b",")
                 size += 1
             pieces.append(text)
-            ends.append(piece_ends.astype(wide, copy=False) + (size - offset))
+            ends.append(text_ends.astype(wide, copy=False) + (size - start))
             size += len(text)
+
+        cursor = 0
+        for first, last, at in runs:
+            if at > cursor:
+                add(*_serialise(ids[cursor:at]), 0)
+            start = int(self.ends[first - 1]) + 1 if first else 0
+            add(whole[start : int(self.ends[last - 1])], self.ends[first:last], start)
+            cursor = at + last - first
+        if cursor < len(ids):
+            add(*_serialise(ids[cursor:]), 0)
         return IdsJson(ids, b"".join(pieces), np.concatenate(ends) if ends else _EMPTY_ENDS)
 
 
@@ -109,10 +130,11 @@ class IdsJsonCache:
     def __init__(self, max_bytes: int) -> None:
         self._entries: LruCache[str, IdsJson] = LruCache(max_bytes)
 
-    def json_for(self, key: str | None, ids: IdArray) -> IdsJson:
-        """JSON of ``ids``, spliced from the session's previous call when there is one."""
+    def json_for(self, key: str | None, ids: IdArray, copied: CopiedIds | None = None) -> IdsJson:
+        """JSON of ``ids``, spliced from the session's previous call when there is one
+        (``copied``: which of its ids were copied from earlier ones)."""
         previous = self._entries.get(key) if key is not None else None
-        current = previous.spliced(ids) if previous is not None else IdsJson.of(ids)
+        current = previous.spliced(ids, copied) if previous is not None else IdsJson.of(ids)
         if key is not None:
             self._entries.put(key, current, current.nbytes)
         return current

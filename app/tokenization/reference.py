@@ -6,6 +6,7 @@ to it and which earlier ids are provably unchanged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,15 @@ IdArray = npt.NDArray[np.int32]
 """Token ids, int32."""
 OffsetArray = npt.NDArray[np.int32]
 """Byte offsets into UTF-8 text (token end positions), int32: texts stay under 2 GiB."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopiedIds:
+    """Stretches of an id array copied from an earlier one: for each ``(first, last, at)``,
+    ``ids[at : at + last - first]`` is ``source[first:last]``."""
+
+    source: IdArray
+    runs: tuple[tuple[int, int, int], ...]
 
 
 class ReferenceEncoder:

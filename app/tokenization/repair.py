@@ -20,7 +20,7 @@ import numpy as np
 
 from app.tokenization.boundaries import CutRules
 from app.tokenization.diff import Run, align
-from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
+from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.store import SessionState
 
 
@@ -108,11 +108,17 @@ class Repairer:
             plan.parts.append(Fresh(cursor, len(new)))
         return plan
 
-    def assemble(self, old: SessionState, new: bytes, plan: Plan) -> tuple[IdArray, OffsetArray]:
+    def assemble(
+        self, old: SessionState, new: bytes, plan: Plan
+    ) -> tuple[IdArray, OffsetArray, CopiedIds]:
+        """The new ids and ends, and which stretches of them are old ids."""
         ids: list[IdArray] = []
         ends: list[OffsetArray] = []
+        runs: list[tuple[int, int, int]] = []
+        at = 0
         for part in plan.parts:
             if isinstance(part, Reuse):
+                runs.append((part.first, part.last, at))
                 ids.append(old.ids[part.first : part.last])
                 stored = old.ends[part.first : part.last]
                 ends.append(stored + np.int32(part.shift) if part.shift else stored)
@@ -122,7 +128,8 @@ class Repairer:
                 )
                 ids.append(fresh_ids)
                 ends.append(fresh_ends + np.int32(part.start))
-        return np.concatenate(ids), np.concatenate(ends)
+            at += len(ids[-1])
+        return np.concatenate(ids), np.concatenate(ends), CopiedIds(old.ids, tuple(runs))
 
     def _reusable(
         self, old: SessionState, new: bytes, run: Run, stats: SearchStats

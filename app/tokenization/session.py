@@ -11,6 +11,7 @@ optimisation, taken where stable cuts are proven (see ``boundaries`` and ``repai
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import numpy as np
 from app.errors import InvalidTextError
 from app.tokenization.boundaries import CutRules
 from app.tokenization.diff import common_prefix
-from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
+from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
 from app.tokenization.store import (
@@ -51,6 +52,9 @@ class Encoding:
     retries: int = 0
     fallback: str | None = None
     """Why the full path was taken, when it was."""
+    copied: CopiedIds | None = None
+    """Stretches of ``ids`` copied from the session's previous ids (so callers can reuse
+    what they derived from those, such as their JSON)."""
 
 
 class SessionTokenizer:
@@ -120,7 +124,7 @@ class SessionTokenizer:
                 base_key, base = self._by_content(scope, data)
         if len(data) > _MAX_TEXT_BYTES:
             raise InvalidTextError("text is larger than 2 GiB")
-        core, route, plan, reason = self._core(text, data, base, prefix)
+        core, route, plan, reason, copied = self._core(text, data, base, prefix)
         if key is None:
             # A keyless call supersedes the content entry it grew from.
             is_content = base_key is not None and base_key[1].startswith("c:")
@@ -130,7 +134,10 @@ class SessionTokenizer:
         if session is not None:
             self._recent.put(key, text, core)
         ids = self._framed(text, core.ids, add_special_tokens)
-        return self._record(ids, route, plan, reason, len(data) if route == "full" else None)
+        encoding = self._record(ids, route, plan, reason, len(data) if route == "full" else None)
+        if copied is None or ids is not core.ids:
+            return encoding
+        return dataclasses.replace(encoding, copied=copied)
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
@@ -178,23 +185,24 @@ class SessionTokenizer:
 
     def _core(
         self, text: str, data: bytes, base: SessionState | None, prefix: int | None
-    ) -> tuple[SessionState, str, Plan | None, str | None]:
-        """(state for ``data``, route, repair plan, fallback reason); ``prefix`` is the common
-        prefix of base and data when already known."""
+    ) -> tuple[SessionState, str, Plan | None, str | None, CopiedIds | None]:
+        """(state for ``data``, route, repair plan, fallback reason, ids copied from base);
+        ``prefix`` is the common prefix of base and data when already known."""
         if base is None:
-            return self._full(text, data), "full", None, "no stored transcript"
+            return self._full(text, data), "full", None, "no stored transcript", None
         if self._repairer is None:
-            return self._full(text, data), "full", None, "unproven family"
+            return self._full(text, data), "full", None, "unproven family", None
         if base.text == data:
-            return base, "hit", None, None
+            whole = ((0, len(base.ids), 0),) if len(base.ids) else ()
+            return base, "hit", None, None, CopiedIds(base.ids, whole)
         if prefix is None:
             prefix = common_prefix(base.text, data)
         plan = self._repairer.plan(base, data, prefix)
         if not plan.reused_runs:
-            return self._full(text, data), "full", plan, "no stable cut in window"
-        ids, ends = self._repairer.assemble(base, data, plan)
+            return self._full(text, data), "full", plan, "no stable cut in window", None
+        ids, ends, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
-        return _state(data, ids, ends), route, plan, None
+        return _state(data, ids, ends), route, plan, None, copied
 
     def _full(self, text: str, data: bytes) -> SessionState:
         ids, ends = self.reference.encode(text)

@@ -17,9 +17,10 @@ the text, so they are not stored for repair).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,12 +70,14 @@ class _Checked:
 
 @dataclass(frozen=True, slots=True)
 class _MaskMemo:
-    """A session's previous call: its tools, then messages, and what scanning found;
-    ``sentinels`` maps special-token text to its sentinel."""
+    """A session's previous call: its tools, then messages, and what scanning found, with
+    the totals over them; ``sentinels`` maps special-token text to its sentinel."""
 
     items: list[Any]
     checked: list[_Checked]
     sentinels: dict[str, str]
+    totals: tuple[int, int, int] = (0, 0, 0)
+    """Items with special text, items with sentinel characters, approximate bytes."""
 
 
 class TypedSpecials:
@@ -116,17 +119,11 @@ class TypedSpecials:
         if self._find is None:
             return None
         memo = self._memos.get(session) if session is not None else None
-        sentinels = dict(memo.sentinels) if memo is not None else {}
-        items = [tools, *messages]  # tools first: their index stays put as messages grow
-        # Objects that are last call's (the body parser reuses them) were checked then.
-        same = list(map(operator.is_, items, memo.items)) if memo is not None else []
-        kept = same.index(False) if False in same else len(same)
-        checked = memo.checked[:kept] if memo is not None else []
-        checked += [self._checked(k, items[k], memo, sentinels) for k in range(kept, len(items))]
+        memo = self._scan([tools, *messages], memo)  # tools first: their index stays put
         if session is not None:
-            memo = _MaskMemo(items, checked, sentinels)
-            self._memos.put(session, memo, sum(c.size for c in checked))
-        if not any(c.special for c in checked):
+            self._memos.put(session, memo, memo.totals[2])
+        specials, sentinel_uses, _ = memo.totals
+        if not specials:
             return None
         if self._stripping:
             raise BadRequestError(
@@ -135,13 +132,40 @@ class TypedSpecials:
                 "cannot be kept as plain text",
                 param="messages",
             )
-        if any(c.sentinel for c in checked):
+        if sentinel_uses:
             raise BadRequestError(
                 "the request uses characters U+10FD00..U+10FFFD, which "
                 "toksplice reserves when it keeps special-token text plain"
             )
-        masked = [c.masked if c.special else item for c, item in zip(checked, items, strict=True)]
-        return Masked(masked[1:], masked[0], {v: k for k, v in sentinels.items()})
+        pairs = zip(memo.checked, memo.items, strict=True)
+        masked = [c.masked if c.special else item for c, item in pairs]
+        return Masked(masked[1:], masked[0], {v: k for k, v in memo.sentinels.items()})
+
+    def _scan(self, items: list[Any], memo: _MaskMemo | None) -> _MaskMemo:
+        """What scanning ``items`` finds.  Items that are last call's objects (the body parser
+        and client translators reuse them) were scanned then: only the others are visited,
+        and the totals are updated by difference, so an edit near the start (a billing line)
+        costs what the edited items cost."""
+        if memo is None:
+            memo = _MaskMemo([], [], {})
+        sentinels = dict(memo.sentinels)
+        same = list(map(operator.is_, items, memo.items))
+        checked = memo.checked[: len(items)]
+        changed = list(itertools.compress(range(len(same)), map(operator.not_, same)))
+        gone = [*changed, *range(len(items), len(memo.checked))]
+        added = []
+        for k in [*changed, *range(len(same), len(items))]:
+            found = self._checked(k, items[k], memo, sentinels)
+            added.append(found)
+            if k < len(checked):
+                checked[k] = found
+            else:
+                checked.append(found)
+        removed, gained = _totals(memo.checked[k] for k in gone), _totals(added)
+        specials, sentinel_uses, size = (
+            t - r + g for t, r, g in zip(memo.totals, removed, gained, strict=True)
+        )
+        return _MaskMemo(items, checked, sentinels, (specials, sentinel_uses, size))
 
     def _checked(
         self, index: int, item: Any, memo: _MaskMemo | None, sentinels: dict[str, str]
@@ -196,6 +220,16 @@ class TypedSpecials:
             return sentinels[token]
 
         return self._find.sub(sentinel, text)
+
+
+def _totals(checked: Iterable[_Checked]) -> tuple[int, int, int]:
+    """``_MaskMemo.totals`` over some checked items."""
+    items = list(checked)
+    return (
+        sum(c.special for c in items),
+        sum(c.sentinel for c in items),
+        sum(c.size for c in items),
+    )
 
 
 def _approx_bytes(item: Any) -> int:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.tokenization.ids_json import IdsJson, IdsJsonCache
+from app.tokenization.reference import CopiedIds
 
 id_lists = st.lists(st.integers(0, 2_000_000_000), max_size=60)
 
@@ -36,6 +37,27 @@ def test_splice_equals_fresh(
     old = head + old_mid + tail
     new = head + new_mid + tail
     _check(IdsJson.of(_ids(old)).spliced(_ids(new)), new)
+
+
+@settings(max_examples=300)
+@given(id_lists, st.lists(st.tuples(st.integers(0, 70), st.integers(0, 70), id_lists), max_size=5))
+def test_splice_of_copied_runs_equals_fresh(
+    old: list[int], parts: list[tuple[int, int, list[int]]]
+) -> None:
+    """New ids built from stretches of the old ones (in order) and fresh ids between."""
+    new: list[int] = []
+    runs = []
+    cursor = 0
+    for a, b, fresh in parts:
+        first, last = sorted((min(a, len(old)), min(b, len(old))))
+        first = max(first, cursor)
+        new += fresh
+        if first < last:
+            runs.append((first, last, len(new)))
+            new += old[first:last]
+            cursor = last
+    old_ids = _ids(old)
+    _check(IdsJson.of(old_ids).spliced(_ids(new), CopiedIds(old_ids, tuple(runs))), new)
 
 
 @given(st.lists(id_lists, min_size=1, max_size=6))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.errors import InvalidTextError
-from app.tokenization import SessionTokenizer
+from app.tokenization import Encoding, SessionTokenizer
 from tests.adversarial import grown_texts
 
 FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
@@ -22,6 +22,17 @@ FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm
 
 def _ids(tok: Tokenizer, text: str, special: bool = False) -> list[int]:
     return list(tok.encode(text, add_special_tokens=special).ids)
+
+
+def _check_copied(enc: Encoding) -> None:
+    """The stretches an encoding says it copied are in order and hold the source's ids."""
+    assert enc.copied is not None
+    cursor = 0
+    for first, last, at in enc.copied.runs:
+        assert 0 <= first < last <= len(enc.copied.source) and at >= cursor
+        assert np.array_equal(enc.ids[at : at + last - first], enc.copied.source[first:last])
+        cursor = at + last - first
+    assert cursor <= len(enc.ids)
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +53,14 @@ def test_grown_sessions_match_reference(
     @given(grown_texts(), st.booleans())
     def run(versions: list[str], keyed: bool) -> None:
         session = f"t{next(counter) % 3}/s{next(counter)}" if keyed else None
+        previous = None
         for text in versions:
             enc = tok.encode(text, session=session, tenant="anon")
             assert list(enc.ids) == _ids(ref, text), (versions, text, enc.route)
+            if enc.copied is not None:
+                _check_copied(enc)
+                assert enc.copied.source is previous or previous is None or not keyed
+            previous = enc.ids
 
     run()
     routes = tok.explain()["counters"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -155,3 +156,51 @@ def test_session_memo_rescans_changed_messages(typed: TypedSpecials) -> None:
     assert masked is not None and masked.messages[1]["n"] is True
     with pytest.raises(BadRequestError, match="reserves"):
         typed.mask([*first, {"role": "user", "content": "\U0010fd01"}], None, session="t/memo")
+
+
+def _mask_outcome(typed: TypedSpecials, messages: list[Any], session: str | None) -> Any:
+    try:
+        masked = typed.mask(messages, None, session=session)
+    except BadRequestError as exc:
+        return f"error: {exc}"
+    if masked is None:
+        return None
+    restored = [{k: masked.restore(v) for k, v in m.items()} for m in masked.messages]
+    clean = not any(s in m["content"] for m in masked.messages for s in SPECIALS[:-1])
+    return restored, clean
+
+
+message_lists = st.lists(
+    st.builds(lambda c: {"role": "user", "content": c}, st.one_of(contents, st.just("\U0010fd05"))),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    message_lists,
+    st.lists(
+        st.tuples(
+            st.sampled_from(["replace", "delete", "append"]), st.integers(0, 9), message_lists
+        ),
+        max_size=6,
+    ),
+    st.integers(0, 10**9),
+)
+def test_session_memo_equals_a_fresh_scan_under_any_edits(
+    typed: TypedSpecials, start: list[Any], edits: list[Any], session: int
+) -> None:
+    """Edits anywhere (a billing line in the first message, deletions, appends): the memo,
+    which rescans only the messages that are not last call's objects, masks as a fresh scan
+    does; unchanged messages stay the same objects, as the body parser keeps them."""
+    messages = list(start)
+    for kind, where, new in [("append", 0, []), *edits]:
+        at = where % (len(messages) + 1)
+        if kind == "replace" and at < len(messages) and new:
+            messages[at] = new[0]
+        elif kind == "delete" and at < len(messages):
+            del messages[at]
+        else:
+            messages = [*messages, *new]
+        with_memo = _mask_outcome(typed, list(messages), f"t/edits{session}/{len(edits)}")
+        assert with_memo == _mask_outcome(typed, list(messages), None)
