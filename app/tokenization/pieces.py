@@ -30,6 +30,9 @@ from app.tokenization.lru import LruCache
 from app.tokenization.reference import IdArray
 
 _CHUNK = 1 << 16
+_TRIES = 8  # resync attempts after a change before only the common suffix is tried
+_PROBE = 32  # characters before a match looked up in the old text
+_NEAR = 4096  # ... this far either side of where the last shift puts them
 Positions = npt.NDArray[np.int64]
 
 
@@ -102,17 +105,20 @@ class PieceEncoder:
             old = None
         out = _Builder([], [], [], [])
         position = self._reuse_prefix(old, text, out) if old is not None else 0
-        tail = _common_suffix(old.text, text, position) if old is not None else 0
-        for match in self._find.finditer(text, position):
-            if old is not None and self._take_over(
-                old, text, tail, match, position, out, restore, tenant
-            ):
-                break
+        resync = None
+        if old is not None:
+            resync = _Resync(old, text, _common_suffix(old.text, text, position))
+        while (match := self._find.search(text, position)) is not None:
+            if resync is not None:
+                run = resync.run_at(match, self._longest)
+                if run is not None:
+                    self._piece(text[position : match.start()], restore, tenant, out)
+                    position = _copy_matches(resync.old, run, out)
+                    continue
             self._piece(text[position : match.start()], restore, tenant, out)
             out.add_match(match.start(), match.end(), self._special_ids[match.group()])
             position = match.end()
-        else:
-            self._piece(text[position:], restore, tenant, out)
+        self._piece(text[position:], restore, tenant, out)
         ids = np.concatenate(out.ids) if out.ids else np.zeros(0, dtype=np.int32)
         state = PieceState(
             text,
@@ -147,35 +153,6 @@ class PieceEncoder:
         out.id_index.extend(old.id_index[:kept].tolist())
         return int(old.ends[kept - 1])
 
-    def _take_over(
-        self,
-        old: PieceState,
-        text: str,
-        tail: int,
-        match: re.Match[str],
-        position: int,
-        out: _Builder,
-        restore: Callable[[str], str],
-        tenant: str,
-    ) -> bool:
-        """When ``match`` is an old match inside the common suffix, finishes ``out`` from the
-        old state and returns True."""
-        shift = len(text) - len(old.text)
-        at = match.start() - shift
-        if at < len(old.text) - tail:
-            return False
-        j = int(np.searchsorted(old.starts, at))
-        if j == len(old.starts) or old.starts[j] != at or old.ends[j] != match.end() - shift:
-            return False
-        self._piece(text[position : match.start()], restore, tenant, out)
-        first = int(old.id_index[j])
-        base = out.count
-        out.add_ids(old.ids[first:], reused=True)
-        out.starts.extend((old.starts[j:] + shift).tolist())
-        out.ends.extend((old.ends[j:] + shift).tolist())
-        out.id_index.extend((old.id_index[j:] - first + base).tolist())
-        return True
-
     def _piece(self, piece: str, restore: Callable[[str], str], tenant: str, out: _Builder) -> None:
         if not piece:
             return
@@ -190,22 +167,107 @@ class PieceEncoder:
         out.add_ids(found, reused=False)
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix of two strings, by chunked C-level comparison."""
-    n = min(len(a), len(b))
-    lo = 0
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Old matches ``[first, last)`` that recur in the new text, ``shift`` characters later,
+    with all the text from the first one's start to the last one's end (and, with
+    ``to_end``, on to the end of both texts)."""
+
+    first: int
+    last: int
+    shift: int
+    to_end: bool
+
+
+@dataclass(slots=True)
+class _Resync:
+    """Finds, after a change, where the new text's scan meets the old one's again.
+
+    Matches are found scanning left to right, and whether one starts at a position depends
+    only on the following ``longest`` characters.  So from a match that is also an old match
+    with identical text around, the scans agree on every match up to ``longest`` before the
+    identical stretch ends, and to the end when it runs to the end of both texts (the common
+    suffix).  Where the old match lies: in the common suffix, at the shift of the last
+    resync (an edit that kept lengths, such as a billing line), or where the text just before
+    the match recurs nearby; after ``_TRIES`` misses only the suffix is tried."""
+
+    old: PieceState
+    text: str
+    suffix: int
+    shift: int = 0
+    misses: int = 0
+
+    def run_at(self, match: re.Match[str], longest: int) -> _Run | None:
+        start = match.start()
+        end_shift = len(self.text) - len(self.old.text)
+        candidates = []
+        if start - end_shift >= len(self.old.text) - self.suffix:
+            candidates.append(start - end_shift)
+        if self.misses < _TRIES:
+            candidates += [start - self.shift, *self._nearby(start)]
+        for at in dict.fromkeys(candidates):
+            run = self._run(at, start, match.end() - start, longest)
+            if run is not None:
+                self.shift, self.misses = run.shift, 0
+                return run
+        self.misses += 1
+        return None
+
+    def _nearby(self, start: int) -> list[int]:
+        """Old positions where the ``_PROBE`` characters before ``start`` recur, near the
+        last shift."""
+        if start < _PROBE:
+            return []
+        probe = self.text[start - _PROBE : start]
+        guess = start - self.shift
+        found = self.old.text.find(probe, max(guess - _NEAR, 0), guess + _NEAR)
+        return [] if found < 0 else [found + _PROBE]
+
+    def _run(self, at: int, start: int, length: int, longest: int) -> _Run | None:
+        old = self.old
+        j = int(np.searchsorted(old.starts, at))
+        if j == len(old.starts) or old.starts[j] != at or old.ends[j] != at + length:
+            return None
+        same = _common_prefix(old.text, self.text, at, start)
+        to_end = at + same == len(old.text) and start + same == len(self.text)
+        limit = at + same if to_end else at + same - longest
+        last = int(np.searchsorted(old.ends, limit, side="right"))
+        if last <= j:
+            return None
+        return _Run(j, last, start - at, to_end and last == len(old.starts))
+
+
+def _copy_matches(old: PieceState, run: _Run, out: _Builder) -> int:
+    """Copies the old matches of ``run`` and the ids from the first one's to the last one's
+    (to the end, for a run to the end); returns where scanning resumes."""
+    first, last, shift = run.first, run.last, run.shift
+    start_id = int(old.id_index[first])
+    stop_id = len(old.ids) if run.to_end else int(old.id_index[last - 1]) + 1
+    base = out.count
+    out.add_ids(old.ids[start_id:stop_id], reused=True)
+    out.starts.extend((old.starts[first:last] + shift).tolist())
+    out.ends.extend((old.ends[first:last] + shift).tolist())
+    out.id_index.extend((old.id_index[first:last] - start_id + base).tolist())
+    return len(old.text) + shift if run.to_end else int(old.ends[last - 1]) + shift
+
+
+def _common_prefix(a: str, b: str, i: int = 0, j: int = 0) -> int:
+    """Length of the common prefix of ``a[i:]`` and ``b[j:]``, by C-level comparison of
+    chunks that double while they agree (so a short agreement costs little)."""
+    n = min(len(a) - i, len(b) - j)
+    lo, step = 0, 256
     while lo < n:
-        hi = min(n, lo + _CHUNK)
-        if a[lo:hi] != b[lo:hi]:
+        hi = min(n, lo + step)
+        if a[i + lo : i + hi] != b[j + lo : j + hi]:
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if a[lo:mid] == b[lo:mid]:
+                if a[i + lo : i + mid] == b[j + lo : j + mid]:
                     lo = mid
                 else:
                     hi = mid
             return lo
-        lo = hi
-    return n
+        lo, step = hi, min(2 * step, _CHUNK)
+    return max(n, 0)
 
 
 def _common_suffix(a: str, b: str, floor: int) -> int:

@@ -250,6 +250,25 @@ def test_qwen3_steady_state_takes_the_fast_path() -> None:
     assert scan(memo.prepared, TemplateNamespace(multi_step_tool=True), False)
 
 
+def test_an_edit_near_the_start_replays_the_rest() -> None:
+    """Claude Code's billing line changes the system message on every call: the iterations
+    after it still replay, and only the edited and new messages are prepared again."""
+    cache = RenderCache()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "u"}]
+    for i in range(30):
+        system = {"role": "system", "content": f"x-anthropic-billing-header: cch={i:05x};"}
+        messages = [*messages, *agent_call(i, user_turn=False)]
+        got = qwen3().render([system, *messages], tools=TOOLS, cache=cache, session="b")
+        assert got == hf_tokenizer().apply_chat_template(
+            [system, *messages], tools=TOOLS, tokenize=False, add_generation_prompt=True
+        )
+        memo = session_memo(cache, qwen3(), "b")
+        if i == 0:
+            continue
+        assert memo.reused == len(messages) - 2
+        assert len(messages) + 1 - memo.runs[0].replayed <= 5, i
+
+
 def test_scan_matches_the_loop() -> None:
     env = ImmutableSandboxedEnvironment()
     loop = env.from_string(

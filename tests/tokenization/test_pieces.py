@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -40,6 +41,7 @@ edits = st.lists(
         st.floats(0, 1),
         st.floats(0, 1),
         texts,
+        st.booleans(),  # encode after this edit (else it lands with the next: edit + append)
     ),
     min_size=1,
     max_size=8,
@@ -96,14 +98,16 @@ def test_edited_sessions_match_the_reference(
     plain: Tokenizer,
     typed: TypedSpecials,
     start: str,
-    changes: list[tuple[str, float, float, str]],
+    changes: list[tuple[str, float, float, str, bool]],
     session: int,
 ) -> None:
     masked = Masked([], None, {SENTINEL: "<|im_end|>"})
     text = start
     for change in [None, *changes]:
         if change is not None:
-            text = _apply(text, *change)
+            text = _apply(text, *change[:4])
+            if not change[4] and change is not changes[-1]:
+                continue
         ids, reused = typed.encode(text, masked, session=f"t/{session}", tenant="t")
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, "<|im_end|>")
@@ -122,6 +126,26 @@ def test_a_long_session_reuses_almost_everything(
         ids, reused = typed.encode(text, masked, session="t/long", tenant="t")
         assert list(ids) == _expected(qwen, plain, text)
     assert reused > 0.9 * len(ids)
+
+
+def test_an_edit_near_the_start_resyncs_the_scan(
+    qwen: Tokenizer, plain: Tokenizer, typed: TypedSpecials
+) -> None:
+    """A billing line edited and a turn appended in every call: after the edit, the scan
+    meets the previous call's at the next special token and copies the rest, so each call
+    visits a few pieces, not every turn."""
+    masked = Masked([], None, {SENTINEL: "<|im_end|>"})
+    text = "<|im_start|>system\ncch=10;" + "s" * 100 + "<|im_end|>\n"
+    pieces = []
+    real = typed._pieces._piece  # type: ignore[union-attr]
+    for k in range(10, 40):
+        turn = f"<|im_start|>tool\nprint('{SENTINEL}') # {k} " * 3 + "<|im_end|>\n"
+        text = text.replace(f"cch={k};", f"cch={k + 1};") + turn
+        with mock.patch.object(typed._pieces, "_piece", side_effect=real) as visited:
+            ids, _ = typed.encode(text, masked, session="t/billing", tenant="t")
+        assert list(ids) == _expected(qwen, plain, text)
+        pieces.append(visited.call_count)
+    assert max(pieces[1:]) <= 10, pieces  # a full scan visits 4 more every call
 
 
 def test_changed_sentinel_meaning_discards_the_state(
