@@ -6,12 +6,17 @@ to it and which earlier ids are provably unchanged.
 
 from __future__ import annotations
 
+import json
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
+
+from app.tokenization.convert import bytes_to_unicode
+from app.tokenization.spec import NormalForm, normalizer_kind
 
 IdArray = npt.NDArray[np.int32]
 """Token ids, int32."""
@@ -29,11 +34,19 @@ class CopiedIds:
 
 
 class ReferenceEncoder:
-    """Encodes UTF-8 fragments as standalone texts; ends are byte offsets within the fragment."""
+    """Encodes UTF-8 fragments as standalone texts; ends are byte offsets within the fragment.
+
+    For byte-level BPE vocabularies the ends come from each token's byte length (HF then skips
+    tracking offsets, a quarter of its time), whenever that is provably right for the text: the
+    normalizer leaves it unchanged and the tokens' bytes add up to the text's (a stage that
+    drops or absorbs characters would leave them short).  Otherwise from HF's offsets, which
+    put a token that ends inside a character at that character's end: either way exactly the
+    tokens that end at a character boundary say so, and cuts are only ever made there."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
         self.frame = special_frame(tokenizer)
+        self._byte_lengths, self._normal_form = _byte_level_lengths(tokenizer)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReferenceEncoder:
@@ -41,6 +54,13 @@ class ReferenceEncoder:
 
     def encode(self, text: str) -> tuple[IdArray, OffsetArray]:
         """Ids of ``text`` without post-processor specials, and each token's end in bytes."""
+        lengths, form = self._byte_lengths, self._normal_form
+        if lengths is not None and (form is None or unicodedata.is_normalized(form, text)):
+            enc = self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0]
+            ids = np.asarray(enc.ids, dtype=np.int32)
+            ends = np.cumsum(lengths[ids], dtype=np.int32)
+            if (ends[-1] if len(ends) else 0) == len(text.encode("utf-8")):
+                return ids, ends
         enc = self.tokenizer.encode(text, add_special_tokens=False)
         ids = np.asarray(enc.ids, dtype=np.int32)
         if not len(ids):
@@ -63,6 +83,32 @@ def char_to_byte_offsets(text: str) -> OffsetArray:
     table = np.zeros(len(code_points) + 1, dtype=np.int32)
     np.cumsum(widths, out=table[1:])
     return table
+
+
+def _byte_level_lengths(tokenizer: Tokenizer) -> tuple[IdArray | None, NormalForm | None]:
+    """(UTF-8 length of every token id, the normal form the normalizer applies) for a
+    byte-level BPE tokenizer; (None, None) for any other kind."""
+    data = json.loads(tokenizer.to_str())
+    form, problem = normalizer_kind(data.get("normalizer"))
+    model, decoder = data.get("model") or {}, data.get("decoder") or {}
+    if (
+        problem is not None
+        or model.get("type") != "BPE"
+        or model.get("byte_fallback")
+        or decoder.get("type") != "ByteLevel"
+    ):
+        return None, None
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    added = tokenizer.get_added_tokens_decoder()
+    lengths = np.zeros(max([*vocab.values(), *added], default=-1) + 1, dtype=np.int32)
+    for token, i in vocab.items():
+        if any(c not in to_byte for c in token):
+            return None, None
+        lengths[i] = len(token)  # one character per byte
+    for i, added_token in added.items():
+        lengths[i] = len(added_token.content.encode("utf-8"))
+    return lengths, form
 
 
 def special_frame(tokenizer: Tokenizer) -> tuple[IdArray, IdArray] | None:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from app.errors import TokenizerSpecError
 
@@ -57,7 +57,8 @@ _SPLIT_FAMILIES: Mapping[tuple[str, ...], str] = {
 }
 
 # Families whose normalizer may be one of these (identity on ASCII, which is all a cut reads).
-_ASCII_SAFE_NORMALIZERS = {"NFC", "NFKC"}
+NormalForm = Literal["NFC", "NFKC"]
+"""The normalizers with proven cut rules: they leave ASCII alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,7 @@ def spec_from_json(data: Mapping[str, Any]) -> TokenizerSpec:
         )
         for tok in data.get("added_tokens") or []
     )
-    normalizer, norm_problem = _normalizer_kind(data.get("normalizer"))
+    normalizer, norm_problem = normalizer_kind(data.get("normalizer"))
     problem = norm_problem or _model_problem(data)
     family: str | None = None
     if problem is None:
@@ -128,7 +129,7 @@ def spec_from_json(data: Mapping[str, Any]) -> TokenizerSpec:
     )
 
 
-def _normalizer_kind(node: Any) -> tuple[str | None, str | None]:
+def normalizer_kind(node: Any) -> tuple[NormalForm | None, str | None]:
     """Return (kind, problem): kind is None, "NFC" or "NFKC"; problem explains a refusal."""
     if node is None:
         return None, None
@@ -138,10 +139,10 @@ def _normalizer_kind(node: Any) -> tuple[str | None, str | None]:
         if not inner:
             return None, None
         if len(inner) == 1:
-            return _normalizer_kind(inner[0])
+            return normalizer_kind(inner[0])
         return None, f"normalizer Sequence of {len(inner)} steps has no proven cut rules"
-    if kind in _ASCII_SAFE_NORMALIZERS:
-        return str(kind), None
+    if kind == "NFC" or kind == "NFKC":
+        return kind, None
     return None, f"normalizer {kind} has no proven cut rules"
 
 
