@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from app.protocol.sse import sse_event
+from app.upstream.dialect import stop_string
 
 _STOP_REASONS = {
     "stop": "end_turn",
@@ -29,7 +30,11 @@ def message_id() -> str:
     return "msg_" + uuid.uuid4().hex
 
 
-def stop_reason(finish_reason: str | None) -> str:
+def stop_reason(finish_reason: str | None, stop_sequence: Any = None) -> str:
+    """Anthropic's stop reason for an OpenAI finish reason (and the vLLM-style
+    ``stop_reason`` beside it: the stop sequence that ended the text, if one did)."""
+    if finish_reason == "stop" and stop_string(stop_sequence) is not None:
+        return "stop_sequence"
     return _STOP_REASONS.get(finish_reason or "stop", "end_turn")
 
 
@@ -86,8 +91,8 @@ def message_from_completion(
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(choice.get("finish_reason")),
-        "stop_sequence": None,
+        "stop_reason": stop_reason(choice.get("finish_reason"), choice.get("stop_reason")),
+        "stop_sequence": stop_string(choice.get("stop_reason")),
         "usage": usage_of(n_ids, completion.get("usage")),
     }
 
@@ -103,6 +108,7 @@ class MessageStream:
         self.open: str | None = None
         """The kind of the open block: "text", "thinking" or "tool_use:<openai index>"."""
         self.finish_reason: str | None = None
+        self.stop_sequence: str | None = None
         self.usage: dict[str, Any] | None = None
 
     def start(self) -> bytes:
@@ -137,13 +143,17 @@ class MessageStream:
                 out.append(self._tool_call(call))
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+                self.stop_sequence = stop_string(choice.get("stop_reason"))
         return b"".join(out)
 
     def finish(self) -> bytes:
         usage = usage_of(self.n_ids, self.usage)
         if self.usage is None:
             del usage["input_tokens"]  # nothing new to say: message_start's value stands
-        delta = {"stop_reason": stop_reason(self.finish_reason), "stop_sequence": None}
+        delta = {
+            "stop_reason": stop_reason(self.finish_reason, self.stop_sequence),
+            "stop_sequence": self.stop_sequence,
+        }
         return (
             self._close()
             + sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})

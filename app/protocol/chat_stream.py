@@ -43,11 +43,16 @@ class ChatAssembler:
         return [self._chunk(d.to_openai()) for d in self.parser.feed(text)] if text else []
 
     def last_chunks(
-        self, finish_reason: str, usage: Usage | None, include_usage: bool
+        self,
+        finish_reason: str,
+        usage: Usage | None,
+        include_usage: bool,
+        stop_sequence: str | None = None,
     ) -> list[dict[str, Any]]:
         """Held-back text, the chunk with the finish reason, then usage when asked for."""
         out = [self._chunk(d.to_openai()) for d in self.parser.finish()]
-        out.append(self._chunk({}, finish_reason=self.parser.finish_reason(finish_reason)))
+        last = self._chunk({}, finish_reason=self.parser.finish_reason(finish_reason))
+        out.append(_with_stop_reason(last, stop_sequence))
         if include_usage and usage is not None:
             out.append(
                 chat_chunk(
@@ -60,20 +65,27 @@ class ChatAssembler:
             )
         return out
 
-    def completion(self, text: str, finish_reason: str, usage: Usage | None) -> dict[str, Any]:
+    def completion(
+        self,
+        text: str,
+        finish_reason: str,
+        usage: Usage | None,
+        stop_sequence: str | None = None,
+    ) -> dict[str, Any]:
         parsed = self.parser.parse(text)
         message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
         if parsed.reasoning_content is not None:
             message["reasoning_content"] = parsed.reasoning_content
         if parsed.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in parsed.tool_calls]
-        return chat_completion(
+        completion = chat_completion(
             ident=self.ident,
             model=self.model,
             message=message,
             finish_reason=parsed.finish_reason(finish_reason),
             usage=usage.to_openai() if usage is not None else None,
         )
+        return _with_stop_reason(completion, stop_sequence)
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         return chat_chunk(
@@ -83,3 +95,12 @@ class ChatAssembler:
             delta=delta,
             finish_reason=finish_reason,
         )
+
+
+def _with_stop_reason(reply: dict[str, Any], stop_sequence: str | None) -> dict[str, Any]:
+    """``reply`` with vLLM's ``stop_reason`` (the stop sequence that ended the text) on its
+    choice, when one did."""
+    choice = reply["choices"][0]
+    if stop_sequence is not None and choice.get("finish_reason") == "stop":
+        choice["stop_reason"] = stop_sequence
+    return reply

@@ -162,6 +162,7 @@ class ChatService:
             text,
             generated.finish_reason or "stop",
             generated.usage or Usage(prepared.call.prompt.n_ids, 0),
+            generated.stop_sequence,
         )
 
     async def stream(self, prepared: PreparedChat) -> AsyncIterator[bytes]:
@@ -206,6 +207,7 @@ class ChatService:
         decoder = DecodeStream(skip_special_tokens=True) if self.dialect.tokens_out else None
         seen = 0
         finish_reason: str | None = None
+        stop_sequence: str | None = None
         usage: Usage | None = None
         async for payload in sse_events(response):
             piece = self.dialect.event(payload, n_ids)
@@ -215,9 +217,10 @@ class ChatService:
             for chunk in assembler.chunks(text):
                 yield chunk
             finish_reason = piece.finish_reason or finish_reason
+            stop_sequence = piece.stop_sequence or stop_sequence
             usage = piece.usage or usage
         for chunk in assembler.last_chunks(
-            finish_reason or "stop", usage, prepared.request.include_usage
+            finish_reason or "stop", usage, prepared.request.include_usage, stop_sequence
         ):
             yield chunk
 

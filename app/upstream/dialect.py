@@ -89,6 +89,8 @@ class Generated:
     usage: Usage | None = None
     token_ids: tuple[int, ...] = ()
     """Output ids for tokens-out upstreams; the caller detokenizes them."""
+    stop_sequence: str | None = None
+    """The stop string that ended the output, on the last piece, where the upstream says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,12 @@ class Dialect(ABC):
 
     def tokenize_response(self, payload: dict[str, Any]) -> list[int]:
         return [int(t) for t in payload["tokens"]]
+
+
+def stop_string(value: Any) -> str | None:
+    """An upstream's report of the stop sequence that ended the output: a non-empty string,
+    or None (vLLM reports a stop token id there, llama.cpp an empty string)."""
+    return value if isinstance(value, str) and value else None
 
 
 def with_ids(fields: dict[str, Any], prompt: Prompt, *path: str) -> bytes:

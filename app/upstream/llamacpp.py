@@ -7,13 +7,20 @@ from typing import Any
 
 import orjson
 
-from app.upstream.dialect import Dialect, Generated, UpstreamCall, Usage, usage_of, with_ids
+from app.upstream.dialect import (
+    Dialect,
+    Generated,
+    UpstreamCall,
+    Usage,
+    stop_string,
+    usage_of,
+    with_ids,
+)
 
 
-class LlamaCppCompletions(Dialect):
-    """``POST /v1/completions`` with ``prompt: [ids]``; usage carries ``cached_tokens``."""
-
-    name = "llamacpp"
+class OpenAICompletions(Dialect):
+    """``POST /v1/completions`` with ``prompt: [ids]``; usage carries ``cached_tokens``; a
+    string ``stop_reason`` (vLLM's) names the stop sequence that ended the text."""
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
         fields: dict[str, Any] = {"model": call.model, "stream": call.stream}
@@ -29,7 +36,23 @@ class LlamaCppCompletions(Dialect):
             text=choice.get("text") or "",
             finish_reason=choice.get("finish_reason"),
             usage=usage_of(payload, prompt_tokens),
+            stop_sequence=stop_string(choice.get("stop_reason")),
         )
+
+
+class LlamaCppCompletions(OpenAICompletions):
+    """llama.cpp's ``/v1/completions``.  Calls with stop sequences go to ``/completion``:
+    only llama.cpp's own API says which one ended the text (Anthropic's ``stop_sequence``)."""
+
+    name = "llamacpp"
+
+    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+        return _native_request(call) if call.sampling.stop else super().request(call)
+
+    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+        if "choices" not in payload:
+            return _native_event(payload, prompt_tokens)
+        return super().event(payload, prompt_tokens)
 
     def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
         body = {"content": text, "add_special": False, "parse_special": True}
@@ -42,18 +65,28 @@ class LlamaCppNative(LlamaCppCompletions):
     name = "llamacpp-completion"
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
-        fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
-        fields |= call.sampling.named(max_tokens="n_predict")
-        return "/completion", with_ids(fields, call.prompt, "prompt")
+        return _native_request(call)
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        finished = bool(payload.get("stop"))
-        usage = None
-        reason = None
-        if finished:
-            timings = payload.get("timings") or {}
-            usage = Usage(
-                prompt_tokens, int(payload.get("tokens_predicted") or 0), timings.get("cache_n")
-            )
-            reason = "length" if payload.get("stop_type") == "limit" else "stop"
-        return Generated(text=payload.get("content") or "", finish_reason=reason, usage=usage)
+        return _native_event(payload, prompt_tokens)
+
+
+def _native_request(call: UpstreamCall) -> tuple[str, bytes]:
+    fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
+    fields |= call.sampling.named(max_tokens="n_predict")
+    return "/completion", with_ids(fields, call.prompt, "prompt")
+
+
+def _native_event(payload: dict[str, Any], prompt_tokens: int) -> Generated:
+    text = payload.get("content") or ""
+    if not payload.get("stop"):
+        return Generated(text=text)
+    timings = payload.get("timings") or {}
+    usage = Usage(prompt_tokens, int(payload.get("tokens_predicted") or 0), timings.get("cache_n"))
+    kind = payload.get("stop_type")
+    return Generated(
+        text=text,
+        finish_reason="length" if kind == "limit" else "stop",
+        usage=usage,
+        stop_sequence=stop_string(payload.get("stopping_word")) if kind == "word" else None,
+    )

@@ -7,11 +7,11 @@ from typing import Any
 import orjson
 
 from app.errors import UpstreamError
-from app.upstream.dialect import Generated, UpstreamCall, usage_of, with_ids
-from app.upstream.llamacpp import LlamaCppCompletions
+from app.upstream.dialect import Generated, UpstreamCall, stop_string, usage_of, with_ids
+from app.upstream.llamacpp import OpenAICompletions
 
 
-class VllmCompletions(LlamaCppCompletions):
+class VllmCompletions(OpenAICompletions):
     """``POST /v1/completions`` with ``prompt: [ids]``: OpenAI completions, like llama.cpp's."""
 
     name = "vllm-completions"
@@ -71,4 +71,5 @@ class VllmGenerate(VllmCompletions):
             token_ids=ids,
             finish_reason=choice.get("finish_reason"),
             usage=usage_of(payload, prompt_tokens),
+            stop_sequence=stop_string(choice.get("stop_reason")),
         )

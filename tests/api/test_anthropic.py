@@ -223,6 +223,25 @@ def test_claude_code_session_sends_exact_ids(llama: Llama) -> None:
     assert usage_total(message.usage) == len(llama.expected(sub))
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+def test_stop_sequences_are_reported(llama: Llama, stream: bool) -> None:
+    """llama.cpp's own API says which stop sequence ended the text; the SDK sees it."""
+    body = turns(fixture(SESSION, "smollm2"))[2] | {"max_tokens": 48, "temperature": 0.0}
+    stops = [" ", "\n", ".", ","]
+    args = create_args(body) | {"stop_sequences": stops}
+    before = len(llama.transport.sent)
+    if stream:
+        with llama.client.messages.stream(**args) as events:
+            message = events.get_final_message()
+    else:
+        message = llama.client.messages.create(**args)
+    (path, sent), = llama.transport.sent[before:]
+    assert path == "/completion" and sent["stop"] == stops
+    assert sent["prompt"] == llama.expected(body)
+    assert message.stop_reason == "stop_sequence" and message.stop_sequence in stops
+    assert not any(stop in block.text for block in message.content for stop in stops[1:])
+
+
 def test_count_tokens_is_exact_and_sends_nothing(llama: Llama) -> None:
     body = turns(fixture(SESSION, "smollm2"))[3]
     before = len(llama.transport.sent)

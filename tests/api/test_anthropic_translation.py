@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.errors import BadRequestError
+from app.protocol.anthropic_reply import MessageStream, message_from_completion
 from app.protocol.anthropic_request import ChatTranslator, Translated, to_chat_body
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import parse_chat_request
@@ -272,3 +273,31 @@ def test_sessions_are_apart_and_the_memo_is_bounded() -> None:
                                                  False), "big"))
     assert again == chat_of(translator.translate(body_of(
         [*big, {"role": "assistant", "content": "ok"}], None, False, False), "fresh"))
+
+
+@pytest.mark.parametrize(
+    ("finish", "stop_reason", "expected"),
+    [
+        ("stop", "END", ("stop_sequence", "END")),
+        ("stop", None, ("end_turn", None)),
+        ("stop", 151645, ("end_turn", None)),  # a stop token id, not a sequence
+        ("length", None, ("max_tokens", None)),
+        ("tool_calls", None, ("tool_use", None)),
+    ],
+)
+def test_stop_reason_and_sequence_in_both_reply_forms(
+    finish: str, stop_reason: Any, expected: tuple[str, str | None]
+) -> None:
+    choice = {"index": 0, "message": {"role": "assistant", "content": "hi"},
+              "finish_reason": finish, "stop_reason": stop_reason}
+    reply = {"id": "c", "choices": [choice], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    message = message_from_completion(reply, model="m", n_ids=3)
+    assert (message["stop_reason"], message["stop_sequence"]) == expected
+    stream = MessageStream(model="m", n_ids=3)
+    stream.start()
+    stream.feed({"choices": [{"index": 0, "delta": {"content": "hi"}}]})
+    stream.feed({"choices": [{"index": 0, "delta": {}, "finish_reason": finish,
+                              "stop_reason": stop_reason}]})
+    events = [line for line in stream.finish().split(b"\n") if line.startswith(b"data: ")]
+    delta = orjson.loads(events[-2][len(b"data: "):])["delta"]
+    assert (delta["stop_reason"], delta["stop_sequence"]) == expected

@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 from app.config import DIALECTS, Settings
 from app.main import create_app
 from app.rendering import ChatTemplate
+from app.upstream import Prompt, Sampling, UpstreamCall, dialect_named
 from tests.api.servers import serving
 
 MODEL = "m"
@@ -368,3 +369,44 @@ def test_sglang_passes_logit_bias() -> None:
     assert path == "/generate"
     assert orjson.loads(body) == {"input_ids": [1, 2], "stream": False,
                                   "sampling_params": {"logit_bias": {"5": -100.0}}}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "payload", "stop"),
+    [
+        ("llamacpp", {"content": "", "stop": True, "stop_type": "word", "stopping_word": "END"},
+         "END"),
+        ("llamacpp", {"content": "", "stop": True, "stop_type": "eos", "stopping_word": ""}, None),
+        ("llamacpp", {"choices": [{"text": "", "finish_reason": "stop"}]}, None),
+        ("vllm-completions",
+         {"choices": [{"text": "", "finish_reason": "stop", "stop_reason": "END"}]}, "END"),
+        ("vllm-completions",
+         {"choices": [{"text": "", "finish_reason": "stop", "stop_reason": 151645}]}, None),
+        ("vllm-generate",
+         {"choices": [{"token_ids": [1], "finish_reason": "stop", "stop_reason": "END"}]}, "END"),
+        ("sglang", {"text": "", "meta_info": {"finish_reason": {"type": "stop", "matched": "END"}}},
+         "END"),
+        ("sglang", {"text": "", "meta_info": {"finish_reason": {"type": "stop", "matched": 2}}},
+         None),
+    ],
+)
+def test_the_stop_sequence_that_ended_the_text(
+    dialect: str, payload: dict[str, Any], stop: str | None
+) -> None:
+    """Where an upstream names the stop string that ended the output, the proxy keeps it (a
+    stop token id is not a stop sequence)."""
+    generated = dialect_named(dialect).event(payload, 3)
+    assert generated.finish_reason == "stop" and generated.stop_sequence == stop
+
+
+def test_llamacpp_sends_calls_with_stop_sequences_to_its_own_api() -> None:
+    call = UpstreamCall(
+        model="m", prompt=Prompt(ids_json=b"1,2", n_ids=2, text="ab"),
+        sampling=Sampling(max_tokens=5, stop=["END"]), stream=True,
+    )
+    path, body = dialect_named("llamacpp").request(call)
+    sent = orjson.loads(body)
+    assert path == "/completion" and sent["prompt"] == [1, 2] and sent["stop"] == ["END"]
+    assert sent["n_predict"] == 5
+    plain = UpstreamCall(model="m", prompt=call.prompt, sampling=Sampling(), stream=True)
+    assert dialect_named("llamacpp").request(plain)[0] == "/v1/completions"
