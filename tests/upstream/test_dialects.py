@@ -37,6 +37,13 @@ PROMPT_TOKENS_CACHED = 3
 MESSAGES = [{"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Greet me in two languages."}]
 SAMPLING = {"max_tokens": 7, "temperature": 0.3, "top_p": 0.9, "stop": ["\n\n"], "seed": 42}
+
+
+def sampling(dialect: str) -> dict[str, Any]:
+    """What each dialect's calls ask for: no stop sequence for "llamacpp", whose calls with
+    one go to llama.cpp's own API (tested as "llamacpp-completion")."""
+    return {k: v for k, v in SAMPLING.items() if dialect != "llamacpp" or k != "stop"}
+
 PATHS = {"llamacpp": "/v1/completions", "vllm-completions": "/v1/completions",
          "vllm-chat": "/v1/chat/completions", "vllm-generate": "/inference/v1/generate",
          "sglang": "/generate", "llamacpp-completion": "/completion"}
@@ -230,8 +237,10 @@ def test_every_dialect_has_a_stand_in() -> None:
     assert set(DIALECTS) == set(PATHS) == set(FINISH)
 
 
-def _chat(http: httpx.Client, stream: bool) -> tuple[httpx.Response, list[dict[str, Any]]]:
-    body = {"model": MODEL, "messages": MESSAGES, "stream": stream, **SAMPLING}
+def _chat(
+    http: httpx.Client, stream: bool, dialect: str
+) -> tuple[httpx.Response, list[dict[str, Any]]]:
+    body = {"model": MODEL, "messages": MESSAGES, "stream": stream, **sampling(dialect)}
     if stream:
         body["stream_options"] = {"include_usage": True}
         with http.stream("POST", "/v1/chat/completions", json=body) as reply:
@@ -246,7 +255,7 @@ def check_request(dialect: str, path: str, body: dict[str, Any], ids: list[int],
                   stream: bool) -> None:
     assert path == PATHS[dialect]
     assert body["stream"] is stream
-    s = SAMPLING
+    s = sampling(dialect)
     if dialect in ("llamacpp", "vllm-completions"):
         assert body["prompt"] == ids and body["model"] == MODEL
         assert {k: body[k] for k in s} == s
@@ -288,7 +297,7 @@ def tokenizer_ids_of_output() -> tuple[int, ...]:
 
 def test_whole_answer(upstream: tuple[str, httpx.Client, StandIn], smollm2_dir: Path) -> None:
     dialect, http, stand_in = upstream
-    reply, (answer,) = _chat(http, stream=False)
+    reply, (answer,) = _chat(http, stream=False, dialect=dialect)
     assert reply.status_code == 200, reply.text
     ids = expected_ids(smollm2_dir)
     check_request(dialect, *stand_in.requests[-1], ids, stream=False)
@@ -303,7 +312,7 @@ def test_whole_answer(upstream: tuple[str, httpx.Client, StandIn], smollm2_dir: 
 def test_streamed_answer(upstream: tuple[str, httpx.Client, StandIn],
                          smollm2_dir: Path) -> None:
     dialect, http, stand_in = upstream
-    reply, chunks = _chat(http, stream=True)
+    reply, chunks = _chat(http, stream=True, dialect=dialect)
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/event-stream")
     check_request(dialect, *stand_in.requests[-1], expected_ids(smollm2_dir), stream=True)
@@ -319,7 +328,7 @@ def test_streamed_answer(upstream: tuple[str, httpx.Client, StandIn],
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_streamed_usage(dialect: str, smollm2_dir: Path) -> None:
     with proxy(smollm2_dir, dialect) as (http, _):
-        _, chunks = _chat(http, stream=True)
+        _, chunks = _chat(http, stream=True, dialect=dialect)
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"] == expected_usage(dialect, len(expected_ids(smollm2_dir)))
 
@@ -333,7 +342,7 @@ def test_mismatched_upstream_gets_text(dialect: str, smollm2_dir: Path) -> None:
     """After a failed alignment check the rendered text goes at the upstream's text key."""
     with proxy(smollm2_dir, dialect, alignment_check=True) as (http, stand_in):
         assert http.get("/health").json()["sending"] == "text"
-        reply, (answer,) = _chat(http, stream=False)
+        reply, (answer,) = _chat(http, stream=False, dialect=dialect)
     template = ChatTemplate.from_tokenizer_config(smollm2_dir / "tokenizer_config.json")
     text = template.render(MESSAGES)
     if dialect == "vllm-generate":  # tokens only: refuse rather than send wrong ids
@@ -351,7 +360,7 @@ def test_mismatched_upstream_gets_text(dialect: str, smollm2_dir: Path) -> None:
 @pytest.mark.parametrize("stream", [False, True])
 def test_sglang_abort_is_an_error(stream: bool, smollm2_dir: Path) -> None:
     with proxy(smollm2_dir, "sglang", abort=True) as (http, _):
-        reply, events = _chat(http, stream=stream)
+        reply, events = _chat(http, stream=stream, dialect="sglang")
     if not stream:
         assert reply.status_code == 502
         assert "KV cache pool is full" in events[0]["error"]["message"]
