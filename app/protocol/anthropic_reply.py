@@ -9,6 +9,8 @@ cache is not known yet) and ``message_delta`` the final split (the SDK overwrite
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import uuid
 from typing import Any
 
@@ -24,6 +26,7 @@ _STOP_REASONS = {
     "function_call": "tool_use",
     "content_filter": "refusal",
 }
+_SIGNATURE_BYTES = 32
 
 
 def message_id() -> str:
@@ -63,6 +66,19 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def signature(thinking: str) -> str:
+    """A thinking block's ``signature``: Anthropic's is opaque to clients, which send it back
+    with the block; ours is a digest of the text (integrity, not secrecy), and the request
+    translation drops it."""
+    return _encoded(
+        hashlib.blake2b(thinking.encode("utf-8", "surrogatepass"), digest_size=_SIGNATURE_BYTES)
+    )
+
+
+def _encoded(digest: hashlib.blake2b) -> str:
+    return base64.b64encode(digest.digest()).decode("ascii")
+
+
 def message_from_completion(
     completion: dict[str, Any], *, model: str, n_ids: int
 ) -> dict[str, Any]:
@@ -72,7 +88,9 @@ def message_from_completion(
     content: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if reasoning:
-        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+        content.append(
+            {"type": "thinking", "thinking": reasoning, "signature": signature(reasoning)}
+        )
     if message.get("content"):
         content.append({"type": "text", "text": message["content"]})
     for call in message.get("tool_calls") or []:
@@ -109,6 +127,8 @@ class MessageStream:
         """The kind of the open block: "text", "thinking" or "tool_use:<openai index>"."""
         self.finish_reason: str | None = None
         self.stop_sequence: str | None = None
+        self.thinking = hashlib.blake2b(digest_size=_SIGNATURE_BYTES)
+        """The open thinking block's text so far, for its signature."""
         self.usage: dict[str, Any] | None = None
 
     def start(self) -> bytes:
@@ -137,6 +157,7 @@ class MessageStream:
                 out.append(
                     self._delta("thinking", {"type": "thinking_delta", "thinking": reasoning})
                 )
+                self.thinking.update(reasoning.encode("utf-8", "surrogatepass"))
             if delta.get("content"):
                 out.append(self._delta("text", {"type": "text_delta", "text": delta["content"]}))
             for call in delta.get("tool_calls") or []:
@@ -206,5 +227,12 @@ class MessageStream:
     def _close(self) -> bytes:
         if self.open is None:
             return b""
+        signed = b""
+        if self.open == "thinking":
+            delta = {"type": "signature_delta", "signature": _encoded(self.thinking)}
+            payload = {"type": "content_block_delta", "index": self.index, "delta": delta}
+            signed = sse_event("content_block_delta", payload)
+            self.thinking = hashlib.blake2b(digest_size=_SIGNATURE_BYTES)
         self.open = None
-        return sse_event("content_block_stop", {"type": "content_block_stop", "index": self.index})
+        stop = {"type": "content_block_stop", "index": self.index}
+        return signed + sse_event("content_block_stop", stop)

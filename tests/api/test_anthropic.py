@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 from app.config import Settings
 from app.local_upstream import LocalLlamaServer
 from app.main import create_app
+from app.protocol.anthropic_reply import signature
 from app.protocol.anthropic_request import to_chat_body
 from app.rendering import ChatTemplate
 from tests.api.servers import RecordingTransport, StubUpstream, closed_port_url, serving
@@ -310,6 +311,7 @@ def test_qwen3_stream_thinking_text_tool_use(qwen3_dir: Path) -> None:
     assert isinstance(thinking, ThinkingBlock) and isinstance(text, TextBlock)
     assert isinstance(tool, ToolUseBlock)
     assert thinking.thinking.strip() == "The test expects cents."
+    assert thinking.signature == signature(thinking.thinking)  # what the SDK accumulated
     assert text.text.strip() == "I'll run the tests."
     assert tool.name == "Bash" and tool.id
     assert tool.input == {"command": "pytest -q", "description": "Run the tests"}
@@ -332,7 +334,8 @@ def test_qwen3_stream_thinking_text_tool_use(qwen3_dir: Path) -> None:
         else:
             shape.append(name)
     assert shape == ["message_start", "ping",
-                     "start 0 thinking", "delta 0 thinking_delta", "stop 0",
+                     "start 0 thinking", "delta 0 thinking_delta", "delta 0 signature_delta",
+                     "stop 0",
                      "start 1 text", "delta 1 text_delta", "stop 1",
                      "start 2 tool_use", "delta 2 input_json_delta", "stop 2",
                      "message_delta", "message_stop"]
@@ -352,7 +355,8 @@ def test_qwen3_message_thinking_text_tool_use(qwen3_dir: Path) -> None:
     assert stub.requests[0]["prompt"] == expected_ids(qwen3_dir, body)
     assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
     thinking, _, tool = message.content
-    assert isinstance(thinking, ThinkingBlock) and thinking.signature == ""
+    assert isinstance(thinking, ThinkingBlock)
+    assert thinking.signature == signature(thinking.thinking)
     assert isinstance(tool, ToolUseBlock)
     assert tool.input == {"command": "pytest -q", "description": "Run the tests"}
     assert message.stop_reason == "tool_use"
