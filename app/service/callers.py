@@ -2,11 +2,13 @@
 
 The tenant is a digest of the caller's API key (the key itself is never stored), so two
 callers never share a session.  The conversation comes from the client when it says
-(``X-Session-Id``, Claude Code's ``X-Claude-Code-Session-Id``, OpenAI's ``prompt_cache_key``),
-else from a digest of the conversation's first user message, which stays put while an agent
-session grows (the system prompt may not: Claude Code's changes every call).  Two
-conversations that open with the same request share a key: ids stay exact (every call is
-checked against the stored text), they only repair from each other's state.
+(``X-Session-Id``, Claude Code's ``X-Claude-Code-Session-Id``, Codex's ``session-id``,
+OpenAI's ``prompt_cache_key``), with Claude Code's ``X-Claude-Code-Agent-Id`` when present
+(its subagents share the session id, each with a transcript of its own); else from a digest
+of the conversation's first user message, which stays put while an agent session grows (the
+system prompt may not: Claude Code's changes every call).  Two conversations that open with
+the same request share a key: ids stay exact (every call is checked against the stored
+text), they only repair from each other's state.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 
 import orjson
 
-SESSION_HEADERS = ("x-session-id", "x-claude-code-session-id")
+SESSION_HEADERS = ("x-session-id", "x-claude-code-session-id", "session-id")
+AGENT_HEADER = "x-claude-code-agent-id"
 _MAX_SESSION_CHARS = 256
 
 
@@ -58,7 +61,11 @@ def _tenant(headers: Mapping[str, str]) -> str:
 
 def _header_session(headers: Mapping[str, str]) -> str | None:
     session = next((headers[h] for h in SESSION_HEADERS if headers.get(h)), None)
-    return None if session is None else session[:_MAX_SESSION_CHARS]
+    if session is None:
+        return None
+    agent = headers.get(AGENT_HEADER)
+    half = _MAX_SESSION_CHARS // 2
+    return f"{session[:half]}/agent:{agent[:half]}" if agent else session[:_MAX_SESSION_CHARS]
 
 
 def _api_key(headers: Mapping[str, str]) -> str | None:

@@ -368,6 +368,30 @@ def test_qwen3_message_thinking_text_tool_use(qwen3_dir: Path) -> None:
 # --- billing line, errors ----------------------------------------------------------------
 
 
+def test_subagents_interleaved_with_the_main_agent_keep_their_own_sessions(
+    smollm2_dir: Path,
+) -> None:
+    """Claude Code's subagents share the session id and add ``X-Claude-Code-Agent-Id``: each
+    transcript repairs from its own previous call, however the calls interleave."""
+    stub = StubUpstream()
+    main, sub = turns(fixture(SESSION, "m")), turns(fixture(SUBAGENT, "m"))
+    session = {"x-claude-code-session-id": "interleaved"}
+    agent = session | {"x-claude-code-agent-id": "a1b2c3"}
+    with stub.serve() as upstream, stub_proxy(upstream, smollm2_dir) as url:
+        client = sdk(url)
+        previous = {"main": 0, "sub": 0}
+        for k in range(min(len(main), len(sub), 4)):
+            for name, body, headers in (("main", main[k], session), ("sub", sub[k], agent)):
+                raw = client.messages.with_raw_response.create(**create_args(body),
+                                                               extra_headers=headers)
+                sent = stub.requests[-1]["prompt"]
+                assert sent == expected_ids(smollm2_dir, body)
+                # all of its own previous call is reused, but for the billing line's window
+                reused = int(raw.headers["x-toksplice-reused-tokens"])
+                assert reused >= previous[name] - 64, (name, k, reused, previous)
+                previous[name] = len(sent)
+
+
 def test_stripped_billing_line_makes_every_call_an_append(smollm2_dir: Path) -> None:
     stub = StubUpstream()
     session = {"x-claude-code-session-id": "strip"}
