@@ -38,53 +38,69 @@ class SearchTrees:
     child_node: Int32Array
 
 
+# A decomposition depends only on the tree's shape (the local parent array), and real
+# vocabularies have few shapes: plans are computed once per shape.  A plan lists, per search
+# node in creation order: the local centroid, its ``up`` (relative index, -1 none) and its tree
+# children as (local child, relative index of the child's part, -1 when outside the part).
+_Plan = list[tuple[int, int, list[tuple[int, int]]]]
+
+
+def _plan(parent: tuple[int, ...]) -> _Plan:
+    size = len(parent)
+    kids: list[list[int]] = [[] for _ in range(size)]
+    for v in range(size):
+        if parent[v] >= 0:
+            kids[parent[v]].append(v)
+    removed = [False] * size
+    centroids: list[int] = []
+    up: list[int] = []
+    home = [-1] * size  # the search node of the part a child was left in
+    pending = [(parent.index(-1), -1, -1)]  # a node of the part, origin, child of origin
+    while pending:
+        start, origin, via = pending.pop()
+        centroid = _centroid(start, parent, kids, removed)
+        index = len(centroids)
+        if origin >= 0 and via < 0:
+            up[origin] = index
+        elif origin >= 0:
+            home[via] = index
+        centroids.append(centroid)
+        up.append(-1)
+        removed[centroid] = True
+        if parent[centroid] >= 0 and not removed[parent[centroid]]:
+            pending.append((parent[centroid], index, -1))
+        pending.extend((kid, index, kid) for kid in kids[centroid] if not removed[kid])
+    return [
+        (c, up[i], [(kid, home[kid] if home[kid] > i else -1) for kid in kids[c]])
+        for i, c in enumerate(centroids)
+    ]
+
+
 class _Builder:
     def __init__(self, intervals: Intervals) -> None:
         self.low = intervals.low.tolist()
         self.high = intervals.high.tolist()
         self.token: list[int] = []
         self.up: list[int] = []
-        self.first: list[int] = [0]
         self.children: list[list[tuple[int, int, int]]] = []
+        self.plans: dict[tuple[int, ...], _Plan] = {}
 
-    def add_tree(self, nodes: list[int], parent: list[int]) -> int:
-        """Decompose one tree (local ``parent`` indices, -1 at the root) and return its root."""
-        size = len(nodes)
-        kids: list[list[int]] = [[] for _ in range(size)]
-        for v in range(size):
-            if parent[v] >= 0:
-                kids[parent[v]].append(v)
-        removed = [False] * size
+    def add_tree(self, nodes: list[int], parent: tuple[int, ...]) -> int:
+        """Append the search tree of one tree (local ``parent``, -1 at the root); its root."""
+        plan = self.plans.get(parent)
+        if plan is None:
+            plan = self.plans[parent] = _plan(parent)
         base = len(self.token)
-        home = [-1] * size  # search node of the part a node's decomposition put it in
-        pending: list[tuple[int, int, int]] = [(parent.index(-1), -1, -1)]  # start, from, child
-        while pending:
-            start, origin, via = pending.pop()
-            centroid = _centroid(start, parent, kids, removed)
-            index = len(self.token)
-            if origin < 0:
-                pass
-            elif via < 0:
-                self.up[origin] = index
-            else:
-                home[via] = index
-            self.token.append(centroid)
-            self.up.append(-1)
-            self.children.append([])
-            removed[centroid] = True
-            if parent[centroid] >= 0 and not removed[parent[centroid]]:
-                pending.append((parent[centroid], index, -1))
-            pending.extend((kid, index, kid) for kid in kids[centroid] if not removed[kid])
-        for index in range(base, len(self.token)):
-            centroid = self.token[index]
-            entries = []
-            for kid in kids[centroid]:
-                t = nodes[kid]
-                node = home[kid] if home[kid] > index else -1
-                entries.append((self.low[t], self.high[t], node))
+        low, high = self.low, self.high
+        for centroid, up, kids in plan:
+            self.token.append(nodes[centroid])
+            self.up.append(base + up if up >= 0 else -1)
+            entries = [
+                (low[nodes[kid]], high[nodes[kid]], base + part if part >= 0 else -1)
+                for kid, part in kids
+            ]
             entries.sort()
-            self.children[index] = entries
-            self.token[index] = nodes[centroid]
+            self.children.append(entries)
         return base
 
     def finish(self, roots: list[int]) -> SearchTrees:
@@ -103,7 +119,9 @@ class _Builder:
         )
 
 
-def _centroid(start: int, parent: list[int], kids: list[list[int]], removed: list[bool]) -> int:
+def _centroid(
+    start: int, parent: tuple[int, ...], kids: list[list[int]], removed: list[bool]
+) -> int:
     top = start
     while parent[top] >= 0 and not removed[parent[top]]:
         top = parent[top]
@@ -128,6 +146,7 @@ def build_search_trees(
     fail = automaton.fail.tolist()
     entry = automaton.entry.tolist()
     token_state = automaton.token_state.tolist()
+    suc = vocabulary.suc
     builder = _Builder(intervals)
     roots = []
     for tau in range(len(vocabulary.pieces)):
@@ -135,6 +154,6 @@ def build_search_trees(
         while (shorter := entry[fail[token_state[suffixes[-1]]]]) >= 0:
             suffixes.append(shorter)
         local = {t: i for i, t in enumerate(suffixes)}
-        parent = [local[vocabulary.suc[t]] if vocabulary.suc[t] >= 0 else -1 for t in suffixes]
+        parent = tuple(local[suc[t]] if suc[t] >= 0 else -1 for t in suffixes)
         roots.append(builder.add_tree(suffixes, parent))
     return builder.finish(roots)
