@@ -33,13 +33,16 @@ class IncrementalState:
     of the pending span.
     """
 
-    __slots__ = ("_core", "_final")
+    __slots__ = ("_core", "_dropped", "_final")
 
-    def __init__(self, core: State) -> None:
+    def __init__(self, core: State, dropped: bytes) -> None:
         self._core = core
+        self._dropped = dropped
         self._final: list[int] = []
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[int]:
+        if self._dropped:
+            data = bytes(data).translate(None, self._dropped)
         ids = self._core.feed(data)
         self._final.extend(ids)
         return ids
@@ -52,7 +55,7 @@ class IncrementalState:
 
     @property
     def consumed(self) -> int:
-        """Bytes fed (counting those before a restore)."""
+        """Bytes the engine read (counting those before a restore; dropped bytes excluded)."""
         return self._core.consumed
 
     @property
@@ -67,8 +70,9 @@ class IncrementalState:
 class IncrementalBPE:
     """The BPE model of a tokenizer.json, applied to the whole byte string (no pre-split)."""
 
-    def __init__(self, engine: Engine, digest: str) -> None:
+    def __init__(self, engine: Engine, digest: str, dropped: bytes) -> None:
         self._engine = engine
+        self._dropped = dropped
         self.digest = digest  # SHA-256 of the tokenizer file
 
     @classmethod
@@ -79,17 +83,18 @@ class IncrementalBPE:
         ``~/.cache/toksplice/incremental_bpe``) keyed by the file's SHA-256."""
         directory = (cache_dir or default_cache_dir()) if use_cache else None
         digest, tables = load_tables(Path(path), directory)
-        return cls(Engine(tuple(tables[name] for name in NAMES)), digest)
+        engine = Engine(tuple(tables[name] for name in NAMES))
+        return cls(engine, digest, tables["dropped"].tobytes())
 
     def start(self, *, eager: bool = True) -> IncrementalState:
         """A state at the empty text; ``eager=False`` keeps every id pending until asked."""
-        return IncrementalState(self._engine.start(eager))
+        return IncrementalState(self._engine.start(eager), self._dropped)
 
     def restore(self, blob: bytes, *, eager: bool = True) -> IncrementalState:
-        return IncrementalState(self._engine.restore(blob, eager))
+        return IncrementalState(self._engine.restore(blob, eager), self._dropped)
 
     def encode(self, data: bytes) -> list[int]:
         """The whole tokenization of ``data`` at once."""
-        state = self._engine.start(False)
+        state = self.start(eager=False)
         state.feed(data)
         return state.pending()

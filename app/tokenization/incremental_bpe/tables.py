@@ -26,6 +26,7 @@ NAMES = (
     "out_first", "out_ids",
 )  # fmt: skip
 
+# ``dropped``: bytes without any id (the reference drops them; the engine's caller deletes them).
 Tables = dict[str, npt.NDArray[np.int32] | npt.NDArray[np.uint8]]
 
 
@@ -74,6 +75,9 @@ def build_tables(path: Path) -> Tables:
         "st_high": trees.child_high,
         "st_node": trees.child_node,
         "out_first": out_first,
+        "dropped": np.asarray(
+            [b for b in range(ATOMS) if not vocabulary.outputs[b]], dtype=np.uint8
+        ),
         "out_ids": np.fromiter(
             (i for ids in vocabulary.outputs for i in ids), dtype=np.int32, count=int(out_first[-1])
         ),
@@ -86,7 +90,7 @@ def load_tables(path: Path, cache_dir: Path | None) -> tuple[str, Tables]:
     cached = cache_dir / f"{FORMAT}-{digest}.npz" if cache_dir is not None else None
     if cached is not None and cached.exists():
         with np.load(cached) as stored:
-            return digest, {name: stored[name] for name in NAMES}
+            return digest, {name: stored[name] for name in (*NAMES, "dropped")}
     tables = build_tables(path)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)

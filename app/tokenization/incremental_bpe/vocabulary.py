@@ -59,14 +59,21 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 def read_model(path: Path) -> dict[str, Any]:
-    """The ``model`` object of a tokenizer.json, checked to be a plain BPE."""
-    model: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["model"]
+    """The ``model`` object of a tokenizer.json, checked to be a plain BPE.
+
+    The key ``byte_level`` is added: whether the file spells bytes as GPT-2 characters (its
+    decoder is ByteLevel).
+    """
+    document = json.loads(path.read_text(encoding="utf-8"))
+    model: dict[str, Any] = document["model"]
     if model.get("type") != "BPE":
         raise VocabularyError(f"{path}: model type {model.get('type')!r}, not BPE")
     for option in ("continuing_subword_prefix", "end_of_word_suffix", "dropout"):
         if model.get(option):
             raise VocabularyError(f"{path}: BPE option {option}={model[option]!r} unsupported")
-    return model
+    decoder = document.get("decoder") or {}
+    parts = decoder.get("decoders", [decoder]) if decoder.get("type") == "Sequence" else [decoder]
+    return {**model, "byte_level": any(part.get("type") == "ByteLevel" for part in parts)}
 
 
 def split_merges(model: dict[str, Any]) -> list[tuple[str, str]]:
@@ -76,14 +83,6 @@ def split_merges(model: dict[str, Any]) -> list[tuple[str, str]]:
         left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
         pairs.append((left, right))
     return pairs
-
-
-def is_byte_level(model: dict[str, Any]) -> bool:
-    """Byte-level files spell every byte as one character of ``bytes_to_unicode``."""
-    alphabet = set(bytes_to_unicode().values())
-    return not model.get("byte_fallback") and all(
-        ch in alphabet for token in model["vocab"] for ch in token
-    )
 
 
 class _Encoder:
@@ -121,30 +120,34 @@ def encode_piece(
     return ids, last
 
 
-def _atom_outputs(vocab: dict[str, int], encode: _Encoder) -> list[int]:
-    by_bytes = {}
+def _atom_outputs(model: dict[str, Any], encode: _Encoder) -> list[tuple[int, ...]]:
+    """The ids of each byte alone: its token, its ``<0xXX>`` fallback, the unknown token, or
+    none (the reference then drops the byte, so the engine's caller deletes it first)."""
+    vocab: dict[str, int] = model["vocab"]
+    by_bytes: dict[int, int] = {}
     for token, token_id in vocab.items():
-        try:
-            piece = encode(token)
-        except KeyError:
-            continue
-        if len(piece) == 1:
+        piece = _try(encode, token)
+        if piece is not None and len(piece) == 1:
             by_bytes[piece[0]] = token_id
-    outputs = []
+    unknown = vocab.get(model.get("unk_token") or "")
+    outputs: list[tuple[int, ...]] = []
     for b in range(ATOMS):
-        token_id = by_bytes.get(b, vocab.get(f"<0x{b:02X}>"))
-        if token_id is None:
-            raise VocabularyError(f"byte 0x{b:02X} has neither a token nor a byte fallback")
-        outputs.append(token_id)
+        found = by_bytes.get(b, vocab.get(f"<0x{b:02X}>", unknown))
+        if found is None:
+            outputs.append(())
+        elif found == unknown and model.get("fuse_unk"):
+            raise VocabularyError(f"byte 0x{b:02X} would be an unknown token, fused: unsupported")
+        else:
+            outputs.append((found,))
     return outputs
 
 
 def normalize(model: dict[str, Any]) -> ProperVocabulary:
     """Keep reachable tokens with their canonical rules; renumber them by merge priority."""
     vocab: dict[str, int] = model["vocab"]
-    byte_level = is_byte_level(model)
+    byte_level = bool(model["byte_level"])
     encode = _Encoder(byte_level)
-    atom_outputs = _atom_outputs(vocab, encode)
+    atom_outputs = _atom_outputs(model, encode)
 
     # Working ids: bytes of every string that takes part (atoms, virtual prefixes, merged tokens).
     piece_id: dict[bytes, int] = {bytes([b]): b for b in range(ATOMS)}
@@ -172,7 +175,7 @@ def normalize(model: dict[str, Any]) -> ProperVocabulary:
             raise VocabularyError(f"merge {left!r} + {right!r} uses a string outside the vocab")
         add_rule(encode(left), encode(right))
 
-    outputs = {b: (token_id,) for b, token_id in enumerate(atom_outputs)}
+    outputs = dict(enumerate(atom_outputs))
     for token, token_id in vocab.items():
         if (piece := _try(encode, token)) in piece_id:
             outputs[piece_id[piece]] = (token_id,)
@@ -218,5 +221,5 @@ def _renumber(
         proper.pre.append(new_id[left])
         proper.suc.append(new_id[right])
         # a virtual partial character stands for the byte-fallback ids of its bytes
-        proper.outputs.append(outputs.get(t) or tuple(outputs[b][0] for b in pieces[t]))
+        proper.outputs.append(outputs.get(t) or tuple(i for b in pieces[t] for i in outputs[b]))
     return proper
