@@ -7,7 +7,7 @@ setup(
         Extension(
             "app.tokenization.incremental_bpe._core",
             ["app/tokenization/incremental_bpe/_core.c"],
-            extra_compile_args=["-O3", "-std=c11"],
+            extra_compile_args=["-O3", "-g", "-std=c11"],
         )
     ]
 )

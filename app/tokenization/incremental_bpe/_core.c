@@ -39,11 +39,12 @@ typedef struct {
     int64_t n;          /* bytes read */
     int64_t done;       /* bytes whose tokens are final and returned */
     int64_t window_low; /* leftmost start of a token that could still cross position n */
-    int64_t base;       /* last[] and mark[] hold positions base..n */
+    int64_t front_end;  /* meet[p] = meeting point of [p, front_end], for p in [window_low, front_end] */
+    int64_t back_meet;  /* meeting point of (front_end, n]; -1 when empty */
+    int64_t base;       /* last[] and meet[] hold positions base..n */
     int64_t cap;
     int32_t *last;
-    uint32_t *mark;
-    uint32_t stamp;
+    int64_t *meet;      /* eager states only */
 } State;
 
 static PyTypeObject EngineType;
@@ -152,10 +153,11 @@ static int reserve(State *st, int64_t positions) {
     int32_t *last = PyMem_Realloc(st->last, (size_t)cap * sizeof(int32_t));
     if (!last) { PyErr_NoMemory(); return -1; }
     st->last = last;
-    uint32_t *mark = PyMem_Realloc(st->mark, (size_t)cap * sizeof(uint32_t));
-    if (!mark) { PyErr_NoMemory(); return -1; }
-    memset(mark + st->cap, 0, (size_t)(cap - st->cap) * sizeof(uint32_t));
-    st->mark = mark;
+    if (st->eager) {
+        int64_t *meet = PyMem_Realloc(st->meet, (size_t)cap * sizeof(int64_t));
+        if (!meet) { PyErr_NoMemory(); return -1; }
+        st->meet = meet;
+    }
     st->cap = cap;
     return 0;
 }
@@ -181,77 +183,89 @@ static int emit_chain(const State *st, int64_t from, int64_t to, PyObject *out) 
     return 0;
 }
 
-/* Future tokenizations leave the text read so far at some position of [window_low, n]; the
- * chains from all of them meet at the latest position every one passes (their common
- * ancestor), and every token before it is final.  Scan down from n: a position is on some
- * chain when it is in the window or is the predecessor of one that is; the first such position
- * at or left of window_low that no chain jumps over is the meeting point. */
-static int64_t meeting_point(State *st) {
-    const Engine *e = st->engine;
-    if (++st->stamp == 0) {
-        memset(st->mark, 0, (size_t)st->cap * sizeof(uint32_t));
-        st->stamp = 1;
+/* Future tokenizations leave the text read so far at some position of the window
+ * [window_low, n]; the chains p -> p - len(last[p]) from all of them meet at the latest position
+ * every one passes, and every token before it is final.  That position is the lowest common
+ * ancestor of the window's positions in the tree of chains; the window only slides right, so
+ * it is kept as a two-stack queue: suffix meets of the front part, one meet of the back part.
+ * Each position joins O(1) meets, each a walk down two chains until they touch. */
+static inline int64_t meet2(const State *st, int64_t a, int64_t b) {
+    const int32_t *len = st->engine->token_len;
+    while (a != b) {
+        if (a > b) a -= len[LAST(st, a)];
+        else b -= len[LAST(st, b)];
     }
-    int64_t low = st->window_low, jump = st->n + 1, p;
-    for (p = st->n; p > low; p--) {
-        int64_t q = p - e->token_len[LAST(st, p)];
-        st->mark[q - st->base] = st->stamp;
-        if (q < jump) jump = q;
-    }
-    for (p = low; p > st->done; p--) {
-        if (p != low && st->mark[p - st->base] != st->stamp) continue;
-        if (jump >= p) return p;
-        int64_t q = p - e->token_len[LAST(st, p)];
-        st->mark[q - st->base] = st->stamp;
-        if (q < jump) jump = q;
-    }
-    return st->done;
+    return a;
 }
 
-static int compact(State *st) {
+static void slide_window(State *st, int64_t low) {
+    st->window_low = low;
+    if (low > st->front_end) { /* front empty: the back becomes the front */
+        int64_t p = st->n;
+        st->meet[p - st->base] = p;
+        for (p = st->n - 1; p >= low; p--)
+            st->meet[p - st->base] = meet2(st, p, st->meet[p + 1 - st->base]);
+        st->front_end = st->n;
+        st->back_meet = -1;
+    }
+}
+
+static inline int64_t window_meet(const State *st) {
+    int64_t front = st->meet[st->window_low - st->base];
+    return st->back_meet < 0 ? front : meet2(st, front, st->back_meet);
+}
+
+static void compact(State *st) {
     int64_t keep = st->n - st->engine->max_len;
     if (st->done < keep) keep = st->done;
-    if (keep - st->base < 4096 || keep - st->base < (st->n - st->base) / 2) return 0;
+    if (keep - st->base < 4096) return;
     int64_t count = st->n - keep + 1;
     memmove(st->last, st->last + (keep - st->base), (size_t)count * sizeof(int32_t));
-    memset(st->mark, 0, (size_t)st->cap * sizeof(uint32_t));
+    memmove(st->meet, st->meet + (keep - st->base), (size_t)count * sizeof(int64_t));
     st->base = keep;
+}
+
+/* Read bytes [from, to); append the ids that became final to out. */
+static int feed_block(State *st, const uint8_t *bytes, Py_ssize_t count, PyObject *out) {
+    const Engine *e = st->engine;
+    if (reserve(st, st->n - st->base + count + 1) < 0) return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        st->ac = ac_next(e, st->ac, bytes[i]);
+        int64_t n = ++st->n;
+        int32_t t = last_token(st, n, e->ac_entry[st->ac]);
+        if (t < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "incremental BPE: no last token (bad tables)");
+            return -1;
+        }
+        LAST(st, n) = t;
+        if (!st->eager) continue;
+        st->back_meet = st->back_meet < 0 ? n : meet2(st, st->back_meet, n);
+        int64_t low = n - e->ac_depth[st->ac];
+        if (low > st->window_low) {
+            slide_window(st, low);
+            int64_t meet = window_meet(st);
+            if (meet > st->done) {
+                if (emit_chain(st, st->done, meet, out) < 0) return -1;
+                st->done = meet;
+            }
+        }
+    }
+    if (st->eager) compact(st);
     return 0;
 }
 
 static PyObject *State_feed(State *st, PyObject *arg) {
     Py_buffer data;
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
-    const Engine *e = st->engine;
     const uint8_t *bytes = (const uint8_t *)data.buf;
     PyObject *out = PyList_New(0);
-    if (!out || reserve(st, st->n - st->base + data.len + 1) < 0) goto fail;
-    for (Py_ssize_t i = 0; i < data.len; i++) {
-        st->ac = ac_next(e, st->ac, bytes[i]);
-        int64_t n = ++st->n;
-        int32_t t = last_token(st, n, e->ac_entry[st->ac]);
-        if (t < 0) {
-            PyErr_SetString(PyExc_RuntimeError, "incremental BPE: no last token (bad tables)");
-            goto fail;
-        }
-        LAST(st, n) = t;
-        int64_t low = n - e->ac_depth[st->ac];
-        if (st->eager && low > st->window_low) {
-            st->window_low = low;
-            int64_t meet = meeting_point(st);
-            if (meet > st->done) {
-                if (emit_chain(st, st->done, meet, out) < 0) goto fail;
-                st->done = meet;
-            }
-        }
+    /* blocks keep an eager state's buffers at a few blocks, whatever the input's size */
+    for (Py_ssize_t at = 0; out && at < data.len; at += 1 << 16) {
+        Py_ssize_t count = data.len - at < (1 << 16) ? data.len - at : (1 << 16);
+        if (feed_block(st, bytes + at, count, out) < 0) Py_CLEAR(out);
     }
-    if (st->eager) compact(st);
     PyBuffer_Release(&data);
     return out;
-fail:
-    Py_XDECREF(out);
-    PyBuffer_Release(&data);
-    return NULL;
 }
 
 static PyObject *State_pending(State *st, PyObject *unused) {
@@ -285,12 +299,13 @@ static State *state_new(Engine *e, int eager) {
     st->engine = e;
     st->eager = eager;
     st->ac = 0;
-    st->n = st->done = st->window_low = st->base = st->cap = 0;
+    st->n = st->done = st->window_low = st->front_end = st->base = st->cap = 0;
+    st->back_meet = -1;
     st->last = NULL;
-    st->mark = NULL;
-    st->stamp = 0;
+    st->meet = NULL;
     if (reserve(st, 1024) < 0) { Py_DECREF(st); return NULL; }
     st->last[0] = e->sentinel;
+    if (eager) st->meet[0] = 0;
     return st;
 }
 
@@ -315,12 +330,21 @@ static PyObject *Engine_restore(Engine *e, PyObject *args) {
         blob.len != (Py_ssize_t)(sizeof head + count * 4))
         goto bad;
     const int32_t *saved = (const int32_t *)((const char *)blob.buf + sizeof head);
+    if (low < keep || done > low) goto bad;
     for (int64_t i = 0; i < count; i++)
         if (saved[i] < 0 || saved[i] > e->sentinel) goto bad;
+    for (int64_t p = done + 1; p <= n; p++) { /* every chain must reach `done` */
+        int64_t back = p - e->token_len[saved[p - keep]];
+        if (back < done || back >= p) goto bad;
+    }
     st = state_new(e, eager);
     if (!st || reserve(st, count) < 0) goto fail;
     memcpy(st->last, saved, (size_t)count * 4);
-    st->n = n; st->done = done; st->window_low = low; st->base = keep; st->ac = (int32_t)ac;
+    st->n = n; st->done = done; st->base = keep; st->ac = (int32_t)ac;
+    if (eager) {
+        st->front_end = low - 1; /* rebuild the window's meets from last[] */
+        slide_window(st, low);
+    }
     PyBuffer_Release(&blob);
     return (PyObject *)st;
 bad:
@@ -333,7 +357,7 @@ fail:
 
 static void State_dealloc(State *st) {
     PyMem_Free(st->last);
-    PyMem_Free(st->mark);
+    PyMem_Free(st->meet);
     Py_XDECREF(st->engine);
     PyObject_Free(st);
 }

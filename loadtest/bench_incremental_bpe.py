@@ -1,0 +1,135 @@
+"""Incremental BPE against HF tokenizers and tiktoken, all figures from one run.
+
+    python loadtest/bench_incremental_bpe.py [--family cl100k] [--max-power 22] [--repeat 3]
+
+1. Preprocessing of a 150K vocabulary (qwen3, 151,643 tokens): tables built from the
+   tokenizer.json, then loaded from the disk cache keyed by the file's SHA-256.
+2. 'a' * 2^k, k = 10..max-power: MB/s of the incremental BPE (eager and not), HF's BPE model on
+   the same bytes (no pre-split, the same output), and tiktoken (its regex leaves one piece, so
+   the same BPE work; sizes past --tiktoken-budget seconds are not run).  Flatness = the
+   incremental BPE's fastest size over its slowest.
+3. Prose (README.md) and code (app/**/*.py), repeated to ~1 MB: the same columns, plus HF's
+   full tokenizer (pre-split; different output, for scale).  Eager overhead = time with eager
+   output over time without, minus one.
+
+Single thread; every figure is the best of --repeat runs, since the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tiktoken
+from tokenizers import Tokenizer
+
+from app import assets
+from app.tokenization.incremental_bpe import IncrementalBPE
+from loadtest.bpe_reference import reference_bpe
+
+ROOT = Path(__file__).resolve().parents[1]
+TIKTOKEN_NAMES = {"cl100k": "cl100k_base", "o200k": "o200k_base"}
+
+
+def best_seconds(run: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def incremental(engine: IncrementalBPE, data: bytes, eager: bool) -> list[int]:
+    state = engine.start(eager=eager)
+    return state.feed(data) + state.pending()
+
+
+def preprocessing(paths: dict[str, Path]) -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        start = time.perf_counter()
+        IncrementalBPE.from_file(paths["qwen3"], cache_dir=Path(cache))
+        built = time.perf_counter() - start
+        start = time.perf_counter()
+        IncrementalBPE.from_file(paths["qwen3"], cache_dir=Path(cache))
+        loaded = time.perf_counter() - start
+    print(f"preprocessing qwen3 (151,643 tokens): build {built:.2f} s, cached load {loaded:.3f} s")
+
+
+def columns(
+    engine: IncrementalBPE,
+    hf_bpe: Callable[[bytes], list[int]],
+    tik: tiktoken.Encoding | None,
+    data: bytes,
+    repeat: int,
+) -> dict[str, float]:
+    expected = hf_bpe(data)
+    assert incremental(engine, data, True) == incremental(engine, data, False) == expected
+    text = data.decode("utf-8")
+    return {
+        "ibpe eager": best_seconds(lambda: incremental(engine, data, True), repeat),
+        "ibpe": best_seconds(lambda: incremental(engine, data, False), repeat),
+        "HF BPE": best_seconds(lambda: hf_bpe(data), repeat),
+        "tiktoken": best_seconds(lambda: tik.encode_ordinary(text), repeat) if tik else 0.0,
+    }
+
+
+def row(label: str, size: int, seconds: dict[str, float]) -> str:
+    cells = [f"{size / s / 1e6:9.1f}" if s else "        -" for s in seconds.values()]
+    return f"{label:>10} " + " ".join(cells)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--family", default="cl100k", choices=sorted(TIKTOKEN_NAMES))
+    parser.add_argument("--max-power", type=int, default=22)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tiktoken-budget", type=float, default=20.0)
+    args = parser.parse_args()
+    paths = assets.fetch()
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(paths["cl100k"].parents[1] / "tiktoken"))
+    preprocessing(paths)
+
+    engine = IncrementalBPE.from_file(paths[args.family])
+    hf_bpe = reference_bpe(paths[args.family])
+    tik: tiktoken.Encoding | None = tiktoken.get_encoding(TIKTOKEN_NAMES[args.family])
+    header = f"{'MB/s':>10} " + " ".join(f"{n:>9}" for n in ("ibpe+eager", "ibpe", "HF BPE"))
+    print(f"\n'a' * 2^k, {args.family}\n{header}  tiktoken")
+    rates = []
+    for power in range(10, args.max_power + 1, 2):
+        data = b"a" * (1 << power)
+        seconds = columns(engine, hf_bpe, tik, data, args.repeat)
+        if tik is not None and seconds["tiktoken"] > args.tiktoken_budget / args.repeat:
+            tik = None  # quadratic: the next size would take four times as long
+        rates.append(len(data) / seconds["ibpe eager"])
+        print(row(f"2^{power}", len(data), seconds))
+    print(f"flatness (eager, fastest / slowest size): {max(rates) / min(rates):.2f}x")
+
+    tik = tiktoken.get_encoding(TIKTOKEN_NAMES[args.family])
+    full = Tokenizer.from_file(str(paths[args.family]))
+    prose = (ROOT / "README.md").read_bytes()
+    code = b"".join(p.read_bytes() for p in sorted((ROOT / "app").rglob("*.py")))
+    print(f"\n{args.family}\n{header}  tiktoken  HF full  eager overhead")
+    for label, sample in (("prose", prose), ("code", code)):
+        data = sample * max(1, (1 << 20) // len(sample))
+        seconds = columns(engine, hf_bpe, tik, data, args.repeat)
+        text = data.decode("utf-8")
+        hf_full = best_seconds(
+            lambda text=text: full.encode(text, add_special_tokens=False),  # type: ignore[misc]
+            args.repeat,
+        )
+        overhead = seconds["ibpe eager"] / seconds["ibpe"] - 1
+        print(f"{row(label, len(data), seconds)} {len(data) / hf_full / 1e6:8.1f}  {overhead:+.0%}")
+
+
+if __name__ == "__main__":
+    main()
