@@ -2,34 +2,42 @@
  *
  * Engine: read-only tables built in Python (tables.py), held through the buffer protocol.
  * State: automaton state, byte count, the last token of every prefix still needed, and the
- * count of bytes whose tokens are final.  last[p] (p = bytes read) is the last token of the
+ * count of bytes whose tokens are final.  last(p) (p = bytes read) is the last token of the
  * BPE of the first p bytes; BPE of a prefix is the BPE of the prefix before its last token,
- * plus that token, so the chain p -> p - len(last[p]) spells the whole tokenization.
+ * plus that token, so the chain p -> p - len(last(p)) spells the whole tokenization.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-enum {
-    A_TOKEN_LEN, A_SUCCESSOR_LEN, A_LOW, A_HIGH, A_ORDER,
-    A_AC_FIRST, A_AC_LABEL, A_AC_TARGET, A_AC_FAIL, A_AC_ENTRY, A_AC_DEPTH, A_ROOT_NEXT,
-    A_ST_ROOT, A_ST_TOKEN, A_ST_UP, A_ST_FIRST, A_ST_LOW, A_ST_HIGH, A_ST_NODE,
-    A_OUT_FIRST, A_OUT_IDS, N_ARRAYS
-};
+/* Records are packed so that one visit touches one cache line (field order: tables.py). */
+typedef struct { int32_t len, successor_len, low, high; } TokenInfo;
+typedef struct { int32_t first, fail, search_root, depth; } AcState; /* edges [first, next.first) */
+typedef struct { int32_t token, up, first, end, len, successor_len, low, high; } SearchNode;
+typedef struct { int32_t low, high, node, unused; } SearchChild;
+
+enum { A_TOKENS, A_ORDER, A_AC_STATES, A_AC_EDGES, A_ST_NODES, A_ST_CHILDREN, A_OUT_FIRST,
+       A_OUT_IDS, N_ARRAYS };
 
 typedef struct {
     PyObject_HEAD
     Py_buffer views[N_ARRAYS];
     int held;
-    const int32_t *token_len, *successor_len, *low, *high, *order;
-    const int32_t *ac_first, *ac_target, *ac_fail, *ac_entry, *ac_depth, *root_next;
-    const uint8_t *ac_label;
-    const int32_t *st_root, *st_token, *st_up, *st_first, *st_low, *st_high, *st_node;
+    const TokenInfo *tokens;
+    const int32_t *order;
+    const AcState *ac;
+    const uint32_t *edges; /* label << 24 | target, sorted per state */
+    const SearchNode *nodes;
+    const SearchChild *children;
     const int32_t *out_first, *out_ids;
     int32_t sentinel; /* the "token" ending the empty prefix: length 0, order -1 */
+    int32_t states;
     int32_t max_len;
 } Engine;
+
+/* Per position p: the last token of the first p bytes, its preorder number and length. */
+typedef struct { int32_t token, order, len; } Slot;
 
 typedef struct {
     PyObject_HEAD
@@ -41,9 +49,9 @@ typedef struct {
     int64_t window_low; /* leftmost start of a token that could still cross position n */
     int64_t front_end;  /* meet[p] = meeting point of [p, front_end], for p in [window_low, front_end] */
     int64_t back_meet;  /* meeting point of (front_end, n]; -1 when empty */
-    int64_t base;       /* last[] and meet[] hold positions base..n */
+    int64_t base;       /* slots[] and meet[] hold positions base..n */
     int64_t cap;
-    int32_t *last;
+    Slot *slots;
     int64_t *meet;      /* eager states only */
 } State;
 
@@ -72,25 +80,24 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         }
         e->held = i + 1;
     }
-#define I32(k) ((const int32_t *)e->views[k].buf)
-    e->token_len = I32(A_TOKEN_LEN); e->successor_len = I32(A_SUCCESSOR_LEN);
-    e->low = I32(A_LOW); e->high = I32(A_HIGH); e->order = I32(A_ORDER);
-    e->ac_first = I32(A_AC_FIRST); e->ac_target = I32(A_AC_TARGET); e->ac_fail = I32(A_AC_FAIL);
-    e->ac_entry = I32(A_AC_ENTRY); e->ac_depth = I32(A_AC_DEPTH); e->root_next = I32(A_ROOT_NEXT);
-    e->ac_label = (const uint8_t *)e->views[A_AC_LABEL].buf;
-    e->st_root = I32(A_ST_ROOT); e->st_token = I32(A_ST_TOKEN); e->st_up = I32(A_ST_UP);
-    e->st_first = I32(A_ST_FIRST); e->st_low = I32(A_ST_LOW); e->st_high = I32(A_ST_HIGH);
-    e->st_node = I32(A_ST_NODE); e->out_first = I32(A_OUT_FIRST); e->out_ids = I32(A_OUT_IDS);
-#undef I32
-    if (e->views[A_ROOT_NEXT].len != 256 * 4 || e->views[A_TOKEN_LEN].len < 4) {
+    e->tokens = (const TokenInfo *)e->views[A_TOKENS].buf;
+    e->order = (const int32_t *)e->views[A_ORDER].buf;
+    e->ac = (const AcState *)e->views[A_AC_STATES].buf;
+    e->edges = (const uint32_t *)e->views[A_AC_EDGES].buf;
+    e->nodes = (const SearchNode *)e->views[A_ST_NODES].buf;
+    e->children = (const SearchChild *)e->views[A_ST_CHILDREN].buf;
+    e->out_first = (const int32_t *)e->views[A_OUT_FIRST].buf;
+    e->out_ids = (const int32_t *)e->views[A_OUT_IDS].buf;
+    e->sentinel = (int32_t)(e->views[A_ORDER].len / 4) - 1;
+    e->states = (int32_t)(e->views[A_AC_STATES].len / sizeof(AcState)) - 1;
+    if (e->sentinel < 256 || e->states < 257 || e->ac[1].first - e->ac[0].first != 256) {
         PyErr_SetString(PyExc_ValueError, "malformed tables");
         engine_release(e);
         return -1;
     }
-    e->sentinel = (int32_t)(e->views[A_TOKEN_LEN].len / 4) - 1;
     e->max_len = 1;
     for (int32_t t = 0; t < e->sentinel; t++)
-        if (e->token_len[t] > e->max_len) e->max_len = e->token_len[t];
+        if (e->tokens[t].len > e->max_len) e->max_len = e->tokens[t].len;
     return 0;
 }
 
@@ -103,45 +110,53 @@ static void Engine_dealloc(Engine *e) {
 
 static inline int32_t ac_next(const Engine *e, int32_t s, uint8_t c) {
     while (s) {
-        int32_t lo = e->ac_first[s], hi = e->ac_first[s + 1];
+        int32_t lo = e->ac[s].first, hi = e->ac[s + 1].first;
         while (lo < hi) {
             int32_t mid = (lo + hi) >> 1;
-            uint8_t b = e->ac_label[mid];
-            if (b < c) lo = mid + 1;
-            else if (b > c) hi = mid;
-            else return e->ac_target[mid];
+            uint32_t edge = e->edges[mid], label = edge >> 24;
+            if (label < c) lo = mid + 1;
+            else if (label > c) hi = mid;
+            else return (int32_t)(edge & 0xFFFFFF);
         }
-        s = e->ac_fail[s];
+        s = e->ac[s].fail;
     }
-    return e->root_next[c];
+    return (int32_t)(e->edges[e->ac[0].first + c] & 0xFFFFFF); /* the root has all 256 */
 }
 
-#define LAST(st, p) ((st)->last[(p) - (st)->base])
+#define SLOT(st, p) ((st)->slots[(p) - (st)->base])
 
-/* Last token of the first n bytes, given tau, the longest token ending there. */
-static inline int32_t last_token(const State *st, int64_t n, int32_t tau) {
+static inline void set_slot(State *st, int64_t p, int32_t token) {
     const Engine *e = st->engine;
-    int32_t node = e->st_root[tau], best = -1;
+    Slot slot = {token, e->order[token], e->tokens[token].len};
+    SLOT(st, p) = slot;
+}
+
+/* Last token of the first n bytes, starting at the search tree of the longest token ending
+ * there.  A centroid failing the interval test sends the search towards the root; one
+ * passing it is on the path, and its one child passing the test (if any) leads on. */
+static inline int32_t last_token(const State *st, int64_t n, int32_t root) {
+    const Engine *e = st->engine;
+    int32_t node = root, best = -1;
     while (node >= 0) {
-        int32_t g = e->st_token[node];
-        if (e->successor_len[g] > 0) {
-            int32_t d = e->order[LAST(st, n - e->successor_len[g])];
-            if (d < e->low[g] || d >= e->high[g]) {
-                node = e->st_up[node];
+        const SearchNode *g = &e->nodes[node];
+        if (g->successor_len > 0) {
+            int32_t d = SLOT(st, n - g->successor_len).order;
+            if (d < g->low || d >= g->high) {
+                node = g->up;
                 continue;
             }
         }
-        best = g;
-        int32_t lo = e->st_first[node], hi = e->st_first[node + 1];
+        best = g->token;
+        int32_t lo = g->first, hi = g->end;
         if (lo == hi) break;
-        int32_t d = e->order[LAST(st, n - e->token_len[g])];
+        int32_t d = SLOT(st, n - g->len).order;
         while (lo < hi) { /* first child whose interval starts after d */
             int32_t mid = (lo + hi) >> 1;
-            if (e->st_low[mid] <= d) lo = mid + 1;
+            if (e->children[mid].low <= d) lo = mid + 1;
             else hi = mid;
         }
-        if (lo == e->st_first[node] || d >= e->st_high[lo - 1]) break;
-        node = e->st_node[lo - 1];
+        if (lo == g->first || d >= e->children[lo - 1].high) break;
+        node = e->children[lo - 1].node;
     }
     return best;
 }
@@ -150,9 +165,9 @@ static int reserve(State *st, int64_t positions) {
     if (positions <= st->cap) return 0;
     int64_t cap = st->cap ? st->cap : 1024;
     while (cap < positions) cap *= 2;
-    int32_t *last = PyMem_Realloc(st->last, (size_t)cap * sizeof(int32_t));
-    if (!last) { PyErr_NoMemory(); return -1; }
-    st->last = last;
+    Slot *slots = PyMem_Realloc(st->slots, (size_t)cap * sizeof(Slot));
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    st->slots = slots;
     if (st->eager) {
         int64_t *meet = PyMem_Realloc(st->meet, (size_t)cap * sizeof(int64_t));
         if (!meet) { PyErr_NoMemory(); return -1; }
@@ -162,38 +177,57 @@ static int reserve(State *st, int64_t positions) {
     return 0;
 }
 
-/* Append the output ids of the tokens of the chain from `to` down to `from`, in text order. */
-static int emit_chain(const State *st, int64_t from, int64_t to, PyObject *out) {
-    const Engine *e = st->engine;
-    Py_ssize_t start = PyList_GET_SIZE(out);
-    for (int64_t p = to; p > from; p -= e->token_len[LAST(st, p)]) {
-        int32_t t = LAST(st, p);
-        for (int32_t i = e->out_first[t + 1] - 1; i >= e->out_first[t]; i--) {
-            PyObject *id = PyLong_FromLong(e->out_ids[i]);
-            if (!id || PyList_Append(out, id) < 0) { Py_XDECREF(id); return -1; }
-            Py_DECREF(id);
+/* Tokens collected during one call, turned into one list of ids at its end. */
+typedef struct { int32_t *items; Py_ssize_t size, cap; } Tokens;
+
+/* Append the tokens of the chain from `to` down to `from`, in text order. */
+static int collect_chain(const State *st, int64_t from, int64_t to, Tokens *tokens) {
+    Py_ssize_t start = tokens->size;
+    for (int64_t p = to; p > from; p -= SLOT(st, p).len) {
+        if (tokens->size == tokens->cap) {
+            Py_ssize_t cap = tokens->cap ? 2 * tokens->cap : 256;
+            int32_t *items = PyMem_Realloc(tokens->items, (size_t)cap * sizeof(int32_t));
+            if (!items) { PyErr_NoMemory(); return -1; }
+            tokens->items = items;
+            tokens->cap = cap;
         }
+        tokens->items[tokens->size++] = SLOT(st, p).token;
     }
-    Py_ssize_t end = PyList_GET_SIZE(out);
-    for (Py_ssize_t i = start, j = end - 1; i < j; i++, j--) {
-        PyObject *tmp = PyList_GET_ITEM(out, i);
-        PyList_SET_ITEM(out, i, PyList_GET_ITEM(out, j));
-        PyList_SET_ITEM(out, j, tmp);
+    for (Py_ssize_t i = start, j = tokens->size - 1; i < j; i++, j--) {
+        int32_t t = tokens->items[i];
+        tokens->items[i] = tokens->items[j];
+        tokens->items[j] = t;
     }
     return 0;
 }
 
+/* The output ids of the collected tokens; frees them. */
+static PyObject *ids_of(const Engine *e, Tokens *tokens) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < tokens->size; i++)
+        count += e->out_first[tokens->items[i] + 1] - e->out_first[tokens->items[i]];
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0, k = 0; out && i < tokens->size; i++) {
+        for (int32_t j = e->out_first[tokens->items[i]]; j < e->out_first[tokens->items[i] + 1]; j++) {
+            PyObject *id = PyLong_FromLong(e->out_ids[j]);
+            if (!id) { Py_CLEAR(out); break; }
+            PyList_SET_ITEM(out, k++, id);
+        }
+    }
+    PyMem_Free(tokens->items);
+    return out;
+}
+
 /* Future tokenizations leave the text read so far at some position of the window
- * [window_low, n]; the chains p -> p - len(last[p]) from all of them meet at the latest position
+ * [window_low, n]; the chains p -> p - len(last(p)) from all of them meet at the latest position
  * every one passes, and every token before it is final.  That position is the lowest common
  * ancestor of the window's positions in the tree of chains; the window only slides right, so
  * it is kept as a two-stack queue: suffix meets of the front part, one meet of the back part.
  * Each position joins O(1) meets, each a walk down two chains until they touch. */
 static inline int64_t meet2(const State *st, int64_t a, int64_t b) {
-    const int32_t *len = st->engine->token_len;
     while (a != b) {
-        if (a > b) a -= len[LAST(st, a)];
-        else b -= len[LAST(st, b)];
+        if (a > b) a -= SLOT(st, a).len;
+        else b -= SLOT(st, b).len;
     }
     return a;
 }
@@ -220,32 +254,32 @@ static void compact(State *st) {
     if (st->done < keep) keep = st->done;
     if (keep - st->base < 4096) return;
     int64_t count = st->n - keep + 1;
-    memmove(st->last, st->last + (keep - st->base), (size_t)count * sizeof(int32_t));
+    memmove(st->slots, st->slots + (keep - st->base), (size_t)count * sizeof(Slot));
     memmove(st->meet, st->meet + (keep - st->base), (size_t)count * sizeof(int64_t));
     st->base = keep;
 }
 
 /* Read bytes [from, to); append the ids that became final to out. */
-static int feed_block(State *st, const uint8_t *bytes, Py_ssize_t count, PyObject *out) {
+static int feed_block(State *st, const uint8_t *bytes, Py_ssize_t count, Tokens *out) {
     const Engine *e = st->engine;
     if (reserve(st, st->n - st->base + count + 1) < 0) return -1;
     for (Py_ssize_t i = 0; i < count; i++) {
         st->ac = ac_next(e, st->ac, bytes[i]);
         int64_t n = ++st->n;
-        int32_t t = last_token(st, n, e->ac_entry[st->ac]);
+        int32_t t = last_token(st, n, e->ac[st->ac].search_root);
         if (t < 0) {
             PyErr_SetString(PyExc_RuntimeError, "incremental BPE: no last token (bad tables)");
             return -1;
         }
-        LAST(st, n) = t;
+        set_slot(st, n, t);
         if (!st->eager) continue;
         st->back_meet = st->back_meet < 0 ? n : meet2(st, st->back_meet, n);
-        int64_t low = n - e->ac_depth[st->ac];
+        int64_t low = n - e->ac[st->ac].depth;
         if (low > st->window_low) {
             slide_window(st, low);
             int64_t meet = window_meet(st);
             if (meet > st->done) {
-                if (emit_chain(st, st->done, meet, out) < 0) return -1;
+                if (collect_chain(st, st->done, meet, out) < 0) return -1;
                 st->done = meet;
             }
         }
@@ -258,23 +292,31 @@ static PyObject *State_feed(State *st, PyObject *arg) {
     Py_buffer data;
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *bytes = (const uint8_t *)data.buf;
-    PyObject *out = PyList_New(0);
+    Tokens tokens = {NULL, 0, 0};
+    int failed = 0;
     /* blocks keep an eager state's buffers at a few blocks, whatever the input's size */
-    for (Py_ssize_t at = 0; out && at < data.len; at += 1 << 16) {
+    for (Py_ssize_t at = 0; !failed && at < data.len; at += 1 << 16) {
         Py_ssize_t count = data.len - at < (1 << 16) ? data.len - at : (1 << 16);
-        if (feed_block(st, bytes + at, count, out) < 0) Py_CLEAR(out);
+        failed = feed_block(st, bytes + at, count, &tokens) < 0;
     }
     PyBuffer_Release(&data);
-    return out;
+    if (failed) {
+        PyMem_Free(tokens.items);
+        return NULL;
+    }
+    return ids_of(st->engine, &tokens);
 }
 
 static PyObject *State_pending(State *st, PyObject *unused) {
-    PyObject *out = PyList_New(0);
-    if (out && emit_chain(st, st->done, st->n, out) < 0) Py_CLEAR(out);
-    return out;
+    Tokens tokens = {NULL, 0, 0};
+    if (collect_chain(st, st->done, st->n, &tokens) < 0) {
+        PyMem_Free(tokens.items);
+        return NULL;
+    }
+    return ids_of(st->engine, &tokens);
 }
 
-/* ---- serialization: eight int64 fields, then last[base..n] as int32 --------------------- */
+/* ---- serialization: six int64 fields, then the last tokens of positions keep..n (int32) ---- */
 
 #define DUMP_MAGIC 0x31455042494b5354LL /* "TSKIBPE1" */
 
@@ -288,7 +330,8 @@ static PyObject *State_dump(State *st, PyObject *unused) {
     if (!blob) return NULL;
     char *buf = PyBytes_AS_STRING(blob);
     memcpy(buf, head, sizeof head);
-    memcpy(buf + sizeof head, st->last + (keep - st->base), (size_t)count * 4);
+    int32_t *tokens = (int32_t *)(buf + sizeof head);
+    for (int64_t i = 0; i < count; i++) tokens[i] = SLOT(st, keep + i).token;
     return blob;
 }
 
@@ -301,10 +344,10 @@ static State *state_new(Engine *e, int eager) {
     st->ac = 0;
     st->n = st->done = st->window_low = st->front_end = st->base = st->cap = 0;
     st->back_meet = -1;
-    st->last = NULL;
+    st->slots = NULL;
     st->meet = NULL;
     if (reserve(st, 1024) < 0) { Py_DECREF(st); return NULL; }
-    st->last[0] = e->sentinel;
+    set_slot(st, 0, e->sentinel);
     if (eager) st->meet[0] = 0;
     return st;
 }
@@ -326,7 +369,7 @@ static PyObject *Engine_restore(Engine *e, PyObject *args) {
     int64_t n = head[1], done = head[2], low = head[3], keep = head[4], ac = head[5];
     int64_t count = n - keep + 1;
     if (head[0] != DUMP_MAGIC || keep < 0 || count < 1 || done < keep || done > n || low > n ||
-        ac < 0 || ac >= (int64_t)(e->views[A_AC_DEPTH].len / 4) ||
+        ac < 0 || ac >= e->states ||
         blob.len != (Py_ssize_t)(sizeof head + count * 4))
         goto bad;
     const int32_t *saved = (const int32_t *)((const char *)blob.buf + sizeof head);
@@ -334,15 +377,15 @@ static PyObject *Engine_restore(Engine *e, PyObject *args) {
     for (int64_t i = 0; i < count; i++)
         if (saved[i] < 0 || saved[i] > e->sentinel) goto bad;
     for (int64_t p = done + 1; p <= n; p++) { /* every chain must reach `done` */
-        int64_t back = p - e->token_len[saved[p - keep]];
+        int64_t back = p - e->tokens[saved[p - keep]].len;
         if (back < done || back >= p) goto bad;
     }
     st = state_new(e, eager);
     if (!st || reserve(st, count) < 0) goto fail;
-    memcpy(st->last, saved, (size_t)count * 4);
+    for (int64_t i = 0; i < count; i++) set_slot(st, keep + i, saved[i]);
     st->n = n; st->done = done; st->base = keep; st->ac = (int32_t)ac;
     if (eager) {
-        st->front_end = low - 1; /* rebuild the window's meets from last[] */
+        st->front_end = low - 1; /* rebuild the window's meets from the slots */
         slide_window(st, low);
     }
     PyBuffer_Release(&blob);
@@ -356,7 +399,7 @@ fail:
 }
 
 static void State_dealloc(State *st) {
-    PyMem_Free(st->last);
+    PyMem_Free(st->slots);
     PyMem_Free(st->meet);
     Py_XDECREF(st->engine);
     PyObject_Free(st);

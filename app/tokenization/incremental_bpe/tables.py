@@ -16,18 +16,24 @@ from app.tokenization.incremental_bpe.forest import intervals, successor_childre
 from app.tokenization.incremental_bpe.search_trees import build_search_trees
 from app.tokenization.incremental_bpe.vocabulary import ATOMS, normalize, read_model
 
-FORMAT = "ibpe-1"
+FORMAT = "ibpe-2"
 CACHE_ENV = "TOKSPLICE_IBPE_CACHE"
-# The order the C engine expects (enum in _core.c).
+# The arrays the C engine takes, in its order; records are rows (struct layouts in _core.c).
 NAMES = (
-    "token_len", "successor_len", "low", "high", "order",
-    "ac_first", "ac_label", "ac_target", "ac_fail", "ac_entry", "ac_depth", "root_next",
-    "st_root", "st_token", "st_up", "st_first", "st_low", "st_high", "st_node",
-    "out_first", "out_ids",
+    "tokens", "order", "ac_states", "ac_edges", "st_nodes", "st_children", "out_first", "out_ids"
 )  # fmt: skip
 
 # ``dropped``: bytes without any id (the reference drops them; the engine's caller deletes them).
 Tables = dict[str, npt.NDArray[np.int32] | npt.NDArray[np.uint8]]
+
+
+def _rows(*columns: npt.NDArray[np.int32] | int, width: int) -> npt.NDArray[np.int32]:
+    """Records of ``width`` int32 fields from columns (missing fields are zero)."""
+    length = max(len(c) for c in columns if not isinstance(c, int))
+    table = np.zeros((length, width), dtype=np.int32)
+    for i, column in enumerate(columns):
+        table[:, i] = column
+    return table
 
 
 def file_digest(path: Path) -> str:
@@ -46,40 +52,51 @@ def build_tables(path: Path) -> Tables:
     automaton = build_automaton(vocabulary)
     trees = build_search_trees(vocabulary, automaton, spans)
     size = len(vocabulary.pieces)
-    token_len = np.zeros(size + 1, dtype=np.int32)  # the last entry: the empty-prefix sentinel
-    token_len[:size] = [len(piece) for piece in vocabulary.pieces]
-    successor_len = np.zeros(size, dtype=np.int32)
-    successor_len[ATOMS:] = token_len[np.asarray(vocabulary.suc[ATOMS:], dtype=np.int64)]
-    order = np.append(spans.order, np.int32(-1))
+    # one more row: the empty-prefix sentinel (length 0, order -1, no interval)
+    length = np.zeros(size + 1, dtype=np.int32)
+    length[:size] = [len(piece) for piece in vocabulary.pieces]
+    successor_length = np.zeros(size + 1, dtype=np.int32)
+    successor_length[ATOMS:size] = length[np.asarray(vocabulary.suc[ATOMS:], dtype=np.int64)]
+    low = np.append(spans.low, np.int32(-1))
+    high = np.append(spans.high, np.int32(-1))
+    order = np.append(spans.order, np.int32(-1)).astype(np.int32)
+    search_root = trees.root[automaton.entry[1:]]
+    ac_states = _rows(
+        automaton.first,
+        np.append(automaton.fail, 0),
+        np.concatenate([[0], search_root, [0]]),
+        np.append(automaton.depth, 0),
+        width=4,
+    )
+    edges = (automaton.label.astype(np.uint32) << 24) | automaton.target.astype(np.uint32)
+    node_token = trees.token
+    st_nodes = _rows(
+        node_token,
+        trees.up,
+        trees.first[:-1],
+        trees.first[1:],
+        length[node_token],
+        successor_length[node_token],
+        low[node_token],
+        high[node_token],
+        width=8,
+    )
+    st_children = _rows(trees.child_low, trees.child_high, trees.child_node, width=4)
     out_first = np.zeros(size + 1, dtype=np.int32)
     out_first[1:] = np.cumsum([len(ids) for ids in vocabulary.outputs])
-    root = automaton.target[: automaton.first[1]]
     return {
-        "token_len": token_len,
-        "successor_len": successor_len,
-        "low": spans.low,
-        "high": spans.high,
-        "order": order.astype(np.int32),
-        "ac_first": automaton.first,
-        "ac_label": automaton.label,
-        "ac_target": automaton.target,
-        "ac_fail": automaton.fail,
-        "ac_entry": automaton.entry,
-        "ac_depth": automaton.depth,
-        "root_next": np.ascontiguousarray(root, dtype=np.int32),
-        "st_root": trees.root,
-        "st_token": trees.token,
-        "st_up": trees.up,
-        "st_first": trees.first,
-        "st_low": trees.child_low,
-        "st_high": trees.child_high,
-        "st_node": trees.child_node,
+        "tokens": _rows(length, successor_length, low, high, width=4),
+        "order": order,
+        "ac_states": ac_states,
+        "ac_edges": edges.view(np.int32),
+        "st_nodes": st_nodes,
+        "st_children": st_children,
         "out_first": out_first,
-        "dropped": np.asarray(
-            [b for b in range(ATOMS) if not vocabulary.outputs[b]], dtype=np.uint8
-        ),
         "out_ids": np.fromiter(
             (i for ids in vocabulary.outputs for i in ids), dtype=np.int32, count=int(out_first[-1])
+        ),
+        "dropped": np.asarray(
+            [b for b in range(ATOMS) if not vocabulary.outputs[b]], dtype=np.uint8
         ),
     }
 
