@@ -12,7 +12,9 @@
    full tokenizer (pre-split; different output, for scale).  Eager overhead = time with eager
    output over time without, minus one.
 
-Single thread; every figure is the best of --repeat runs, since the machine may be shared.
+Single thread.  Times are CPU seconds of this process (``time.process_time``), each the best
+of --repeat runs over at least 4 MiB (small inputs are run several times), so that a shared
+machine's scheduling does not enter the figures.
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ ROOT = Path(__file__).resolve().parents[1]
 TIKTOKEN_NAMES = {"cl100k": "cl100k_base", "o200k": "o200k_base"}
 
 
-def best_seconds(run: Callable[[], object], repeat: int) -> float:
+def best_seconds(run: Callable[[], object], size: int, repeat: int) -> float:
+    """CPU seconds of one run on ``size`` bytes: best of ``repeat``, each over >= 4 MiB."""
+    loops = max(1, (4 << 20) // size)
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
+        start = time.process_time()
+        for _ in range(loops):
+            run()
+        best = min(best, (time.process_time() - start) / loops)
     return best
 
 
@@ -54,13 +59,16 @@ def incremental(engine: IncrementalBPE, data: bytes, eager: bool) -> list[int]:
 
 def preprocessing(paths: dict[str, Path]) -> None:
     with tempfile.TemporaryDirectory() as cache:
-        start = time.perf_counter()
+        start = time.process_time()
         IncrementalBPE.from_file(paths["qwen3"], cache_dir=Path(cache))
-        built = time.perf_counter() - start
-        start = time.perf_counter()
+        built = time.process_time() - start
+        start = time.process_time()
         IncrementalBPE.from_file(paths["qwen3"], cache_dir=Path(cache))
-        loaded = time.perf_counter() - start
-    print(f"preprocessing qwen3 (151,643 tokens): build {built:.2f} s, cached load {loaded:.3f} s")
+        loaded = time.process_time() - start
+    print(
+        f"preprocessing qwen3 (151,643 tokens): build {built:.2f} s, cached load {loaded:.3f} s"
+        " (CPU seconds)"
+    )
 
 
 def columns(
@@ -73,11 +81,12 @@ def columns(
     expected = hf_bpe(data)
     assert incremental(engine, data, True) == incremental(engine, data, False) == expected
     text = data.decode("utf-8")
+    size = len(data)
     return {
-        "ibpe eager": best_seconds(lambda: incremental(engine, data, True), repeat),
-        "ibpe": best_seconds(lambda: incremental(engine, data, False), repeat),
-        "HF BPE": best_seconds(lambda: hf_bpe(data), repeat),
-        "tiktoken": best_seconds(lambda: tik.encode_ordinary(text), repeat) if tik else 0.0,
+        "ibpe eager": best_seconds(lambda: incremental(engine, data, True), size, repeat),
+        "ibpe": best_seconds(lambda: incremental(engine, data, False), size, repeat),
+        "HF BPE": best_seconds(lambda: hf_bpe(data), size, repeat),
+        "tiktoken": best_seconds(lambda: tik.encode_ordinary(text), size, repeat) if tik else 0.0,
     }
 
 
@@ -125,6 +134,7 @@ def main() -> None:
         text = data.decode("utf-8")
         hf_full = best_seconds(
             lambda text=text: full.encode(text, add_special_tokens=False),  # type: ignore[misc]
+            len(data),
             args.repeat,
         )
         overhead = seconds["ibpe eager"] / seconds["ibpe"] - 1

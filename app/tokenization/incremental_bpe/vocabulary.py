@@ -160,16 +160,19 @@ def normalize(model: dict[str, Any]) -> ProperVocabulary:
             pieces.append(piece)
         return piece_id[piece]
 
+    rank = iter(range(1 << 62))
+
     def add_rule(left: bytes, right: bytes) -> None:
         key = (intern(left), intern(right))
-        rules[key] = (len(rules), intern(left + right))  # a repeated pair: the later rank wins
+        rules[key] = (next(rank), intern(left + right))  # a repeated pair: the later rank wins
 
     if not byte_level:  # characters of the vocabulary, byte by byte, before every real merge
         for token in vocab:
             for ch in token if len(token) == 1 else ():
                 raw = ch.encode("utf-8")
                 for end in range(2, len(raw) + 1):
-                    add_rule(raw[: end - 1], raw[end - 1 : end])
+                    if (piece_id.get(raw[: end - 1]), raw[end - 1]) not in rules:
+                        add_rule(raw[: end - 1], raw[end - 1 : end])
     for left, right in split_merges(model):
         if left + right not in vocab or left not in vocab or right not in vocab:
             raise VocabularyError(f"merge {left!r} + {right!r} uses a string outside the vocab")
