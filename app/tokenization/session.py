@@ -21,6 +21,7 @@ import numpy as np
 
 from app.errors import InvalidTextError
 from app.tokenization.boundaries import CutRules
+from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
@@ -67,9 +68,11 @@ class SessionTokenizer:
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
         recent_text_bytes: int = 256 << 20,
+        appender: BpeAppender | None = None,
     ) -> None:
         self.reference = reference
         self.spec = spec
+        self._appender = appender  # appends without pre-split (SentencePiece BPE)
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
         self._repairer = (
             Repairer(
@@ -90,7 +93,10 @@ class SessionTokenizer:
     @classmethod
     def from_file(cls, path: str | Path, **options: Any) -> SessionTokenizer:
         """Load a tokenizer.json; keyword options as for the constructor."""
-        return cls(ReferenceEncoder.from_file(path), load_spec(path), **options)
+        spec = load_spec(path)
+        if not spec.proven and "appender" not in options:
+            options["appender"] = BpeAppender.for_file(path)
+        return cls(ReferenceEncoder.from_file(path), spec, **options)
 
     def encode(
         self,
@@ -184,6 +190,9 @@ class SessionTokenizer:
         if base is None:
             return self._full(text, data), "full", None, "no stored transcript"
         if self._repairer is None:
+            grown = self._appender.append(base, data) if self._appender and prefix else None
+            if grown is not None:
+                return grown, "append", None, None
             return self._full(text, data), "full", None, "unproven family"
         if base.text == data:
             return base, "hit", None, None
@@ -198,7 +207,10 @@ class SessionTokenizer:
 
     def _full(self, text: str, data: bytes) -> SessionState:
         ids, ends = self.reference.encode(text)
-        return _state(data, ids, ends)
+        state = _state(data, ids, ends)
+        if self._appender is not None:
+            self._appender.remember(state, text)
+        return state
 
     def _framed(self, text: str, core: IdArray, add_special_tokens: bool) -> IdArray:
         if not add_special_tokens:

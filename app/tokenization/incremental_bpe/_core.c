@@ -376,14 +376,20 @@ static PyObject *Engine_restore(Engine *e, PyObject *args) {
     if (low < keep || done > low) goto bad;
     for (int64_t i = 0; i < count; i++)
         if (saved[i] < 0 || saved[i] > e->sentinel) goto bad;
-    for (int64_t p = done + 1; p <= n; p++) { /* every chain must reach `done` */
-        int64_t back = p - e->tokens[saved[p - keep]].len;
-        if (back < done || back >= p) goto bad;
+    for (int64_t start = low > done ? low : done; start <= n; start++) {
+        int64_t p = start; /* the chains from the window must all reach `done` */
+        while (p > done) {
+            int64_t back = p - e->tokens[saved[p - keep]].len;
+            if (back >= p) goto bad;
+            p = back;
+        }
+        if (p != done) goto bad;
     }
     st = state_new(e, eager);
     if (!st || reserve(st, count) < 0) goto fail;
+    st->base = keep;
     for (int64_t i = 0; i < count; i++) set_slot(st, keep + i, saved[i]);
-    st->n = n; st->done = done; st->base = keep; st->ac = (int32_t)ac;
+    st->n = n; st->done = done; st->ac = (int32_t)ac;
     if (eager) {
         st->front_end = low - 1; /* rebuild the window's meets from the slots */
         slide_window(st, low);
