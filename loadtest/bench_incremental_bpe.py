@@ -11,6 +11,9 @@
 3. Prose (README.md) and code (app/**/*.py), repeated to ~1 MB: the same columns, plus HF's
    full tokenizer (pre-split; different output, for scale).  Eager overhead = time with eager
    output over time without, minus one.
+4. Session appends for Mistral v3 (SentencePiece BPE, no pre-split): a chat-shaped transcript
+   grown to each size, then ~1.4 KB appends through ``SessionTokenizer`` (the incremental BPE
+   path) against a full reference encode of the same text.
 
 Single thread.  Times are CPU seconds of this process (``time.process_time``), each the best
 of --repeat runs over at least 4 MiB (small inputs are run several times), so that a shared
@@ -33,6 +36,7 @@ import tiktoken
 from tokenizers import Tokenizer
 
 from app import assets
+from app.tokenization import SessionTokenizer
 from app.tokenization.incremental_bpe import IncrementalBPE
 from loadtest.bpe_reference import reference_bpe
 
@@ -95,6 +99,36 @@ def row(label: str, size: int, seconds: dict[str, float]) -> str:
     return f"{label:>10} " + " ".join(cells)
 
 
+def session_appends(path: Path, sizes: list[int], calls: int = 20) -> None:
+    tok = SessionTokenizer.from_file(path)
+    reference = Tokenizer.from_file(str(path))
+    prose = (ROOT / "README.md").read_text(encoding="utf-8")
+    print("\nmistral_v3 session appends (ms per call, CPU)")
+    print(f"{'size':>10} {'append':>9} {'full':>9}  ratio")
+    for size in sizes:
+        text, offset, session = "", 0, f"bench/{size}"
+        while len(text) < size:
+            chunk = prose[offset % len(prose) : offset % len(prose) + 1400]
+            text += f"[INST] {chunk} [/INST]"
+            offset += 1400
+        tok.encode(text, session=session)
+        appended = full = 0.0
+        for _ in range(calls):
+            chunk = prose[offset % len(prose) : offset % len(prose) + 1400]
+            offset += 1400
+            text += f"[INST] {chunk} [/INST]"
+            start = time.process_time()
+            enc = tok.encode(text, session=session)
+            appended += time.process_time() - start
+            assert enc.route == "append", enc.route
+            start = time.process_time()
+            expected = reference.encode(text, add_special_tokens=False).ids
+            full += time.process_time() - start
+        assert enc.ids.tolist() == expected
+        per_call = f"{appended / calls * 1e3:9.2f} {full / calls * 1e3:9.2f}"
+        print(f"{size:>10} {per_call}  {full / appended:5.0f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -103,8 +137,10 @@ def main() -> None:
     parser.add_argument("--max-power", type=int, default=22)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tiktoken-budget", type=float, default=20.0)
+    parser.add_argument("--session-sizes", default="100000,1000000")
     args = parser.parse_args()
     paths = assets.fetch()
+    session_appends(paths["mistral_v3"], [int(s) for s in args.session_sizes.split(",")])
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(paths["cl100k"].parents[1] / "tiktoken"))
     preprocessing(paths)
 

@@ -137,6 +137,20 @@ def test_dump_restore(name: str, text: str, cut: int, eager: bool, engine, bpe):
     assert head + resumed.feed(data[cut:]) + resumed.pending() == bpe(name)(data)
 
 
+@pytest.mark.parametrize("eager", [True, False])
+def test_dump_restore_chained_over_real_text(eager: bool, engine, bpe):
+    """A state carried through a dump and a restore every 997 bytes of real text."""
+    data = b"\n".join(REAL_TEXT)
+    state = engine("qwen3").start(eager=eager)
+    final: list[int] = []
+    for offset in range(0, len(data), 997):
+        final += state.feed(data[offset : offset + 997])
+        blob = state.dump()
+        assert len(blob) < 4096 or not eager
+        state = engine("qwen3").restore(blob, eager=eager)
+    assert final + state.pending() == bpe("qwen3")(data)
+
+
 def test_restore_rejects_garbage(engine):
     with pytest.raises(ValueError, match="not a dump"):
         engine("gpt2").restore(b"\x00" * 64)
