@@ -102,7 +102,8 @@ def row(label: str, size: int, seconds: dict[str, float]) -> str:
 def session_appends(path: Path, sizes: list[int], calls: int = 20) -> None:
     tok = SessionTokenizer.from_file(path)
     reference = Tokenizer.from_file(str(path))
-    prose = (ROOT / "README.md").read_text(encoding="utf-8")
+    # a literal "▁" sends an append to the full path (see bpe_appends.py); this prose has none
+    prose = (ROOT / "README.md").read_text(encoding="utf-8").replace("\u2581", "_")
     print("\nmistral_v3 session appends (ms per call, CPU)")
     print(f"{'size':>10} {'append':>9} {'full':>9}  ratio")
     for size in sizes:

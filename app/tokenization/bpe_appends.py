@@ -124,7 +124,11 @@ class BpeAppender:
             return base
         added = data[len(base.text) :].decode("utf-8")
         old_end = base.text[-4 * self._longest :].decode("utf-8", errors="ignore")
-        if self._crosses(old_end, added) or self._unsupported(old_end + added):
+        if (
+            self._crosses(old_end, added)
+            or self._unsupported(added)
+            or self._unsupported(old_end + added, metaspace=False)  # an added token across
+        ):
             return None
         matches = list(self._split.finditer(added)) if self._split else []
         bounds = [0, *(x for m in matches for x in (m.start(), m.end())), len(added)]
@@ -193,10 +197,10 @@ class BpeAppender:
             for start in range(len(head))
         )
 
-    def _unsupported(self, text: str) -> bool:
+    def _unsupported(self, text: str, *, metaspace: bool = True) -> bool:
         """A normalized added token occurs (HF matches those after normalizing), or a literal
         ``▁``, whose bytes a token's length no longer tells apart from a space's."""
-        if self._prepend and SPACE in text:
+        if metaspace and self._prepend and SPACE in text:
             return True
         spaced = text.replace(" ", SPACE)
         return any(c in text or c in spaced for c in self._normalized)

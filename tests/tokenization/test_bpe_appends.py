@@ -62,7 +62,7 @@ def test_random_appends(name: str, parts: list[str], session: int, tokenizers, r
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_chat_shaped_appends_take_the_append_path(name: str, tokenizers, references):
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8").replace("▁", "_")
     parts = ["<s>[INST] " + readme[:500] + " [/INST]"]
     for offset in range(500, 20_000, 1500):
         parts += [
@@ -71,6 +71,13 @@ def test_chat_shaped_appends_take_the_append_path(name: str, tokenizers, referen
         ]
     routes = grow(tokenizers(name), references(name), f"t/chat-{name}", parts)
     assert routes[0] == "full" and set(routes[1:]) == {"append"}
+
+
+def test_literal_metaspace_takes_the_full_path(tokenizers, references):
+    """A literal ▁ in the last segment: full encodes until a special token closes it."""
+    parts = ["a b", " ▁c", " d", "</s> e", " f"]
+    routes = grow(tokenizers("mistral_v1"), references("mistral_v1"), "t/meta", parts)
+    assert routes == ["full", "full", "full", "full", "append"]
 
 
 def test_files_with_a_pre_split_get_no_appender(assets: dict[str, Path]):

@@ -36,11 +36,8 @@ cheap = settings(
 
 
 @pytest.fixture(scope="session")
-def engine(
-    assets: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[str], IncrementalBPE]:
-    cache = tmp_path_factory.mktemp("ibpe-cache")
-    return functools.cache(lambda name: IncrementalBPE.from_file(assets[name], cache_dir=cache))
+def engine(incremental_bpe: Callable[[str], IncrementalBPE]) -> Callable[[str], IncrementalBPE]:
+    return incremental_bpe
 
 
 @pytest.fixture(scope="session")

@@ -88,6 +88,9 @@ def test_rule_ranked_before_its_part_is_refused(tmp_path: Path) -> None:
 def test_bytes_without_token_are_dropped_like_the_reference(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.json"
     model = {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}
-    path.write_text(json.dumps({"model": model, "decoder": None}), encoding="utf-8")
+    path.write_text(json.dumps({"model": model, "decoder": {"type": "ByteLevel"}}), "utf-8")
     engine = IncrementalBPE.from_file(path, use_cache=False)
     assert engine.encode(b"xaby") == reference_bpe(path)(b"xaby") == [2]
+    path.write_text(json.dumps({"model": model, "decoder": None}), "utf-8")  # characters
+    with pytest.raises(VocabularyError, match="no token and no byte fallback"):
+        IncrementalBPE.from_file(path, use_cache=False)

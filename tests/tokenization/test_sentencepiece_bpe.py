@@ -46,11 +46,8 @@ def converted(assets: dict[str, Path]) -> Callable[[str], Tokenizer]:
 
 
 @pytest.fixture(scope="session")
-def engine(
-    assets: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[str], IncrementalBPE]:
-    cache = tmp_path_factory.mktemp("ibpe-spm")
-    return functools.cache(lambda name: IncrementalBPE.from_file(assets[name], cache_dir=cache))
+def engine(incremental_bpe: Callable[[str], IncrementalBPE]) -> Callable[[str], IncrementalBPE]:
+    return incremental_bpe
 
 
 def plain(text: str, tokenizer: Tokenizer) -> bool:

@@ -16,7 +16,7 @@ from app.tokenization.incremental_bpe.forest import intervals, successor_childre
 from app.tokenization.incremental_bpe.search_trees import build_search_trees
 from app.tokenization.incremental_bpe.vocabulary import ATOMS, normalize, read_model
 
-FORMAT = "ibpe-2"
+FORMAT = "ibpe-3"  # bump when the tables or their meaning change
 CACHE_ENV = "TOKSPLICE_IBPE_CACHE"
 # The arrays the C engine takes, in its order; records are rows (struct layouts in _core.c).
 NAMES = (

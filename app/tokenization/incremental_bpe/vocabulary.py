@@ -122,7 +122,9 @@ def encode_piece(
 
 def _atom_outputs(model: dict[str, Any], encode: _Encoder) -> list[tuple[int, ...]]:
     """The ids of each byte alone: its token, its ``<0xXX>`` fallback, the unknown token, or
-    none (the reference then drops the byte, so the engine's caller deletes it first)."""
+    none (byte-level files: the reference then drops the byte, so the engine's caller deletes it
+    first).  Character files need a fallback or a token for every byte: the reference treats an
+    unknown character as one unit, which bytes cannot express."""
     vocab: dict[str, int] = model["vocab"]
     by_bytes: dict[int, int] = {}
     for token, token_id in vocab.items():
@@ -133,12 +135,14 @@ def _atom_outputs(model: dict[str, Any], encode: _Encoder) -> list[tuple[int, ..
     outputs: list[tuple[int, ...]] = []
     for b in range(ATOMS):
         found = by_bytes.get(b, vocab.get(f"<0x{b:02X}>", unknown))
-        if found is None:
-            outputs.append(())
-        elif found == unknown and model.get("fuse_unk"):
-            raise VocabularyError(f"byte 0x{b:02X} would be an unknown token, fused: unsupported")
-        else:
+        if found is not None and (found != unknown or model["byte_level"] or b < 0x80):
             outputs.append((found,))
+        elif found is None and model["byte_level"]:
+            outputs.append(())
+        else:
+            raise VocabularyError(f"byte 0x{b:02X} has no token and no byte fallback")
+        if found is not None and found == unknown and model.get("fuse_unk"):
+            raise VocabularyError(f"byte 0x{b:02X} would be a fused unknown token: unsupported")
     return outputs
 
 
