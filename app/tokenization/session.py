@@ -190,7 +190,8 @@ class SessionTokenizer:
         if base is None:
             return self._full(text, data), "full", None, "no stored transcript"
         if self._repairer is None:
-            grown = self._appender.append(base, data) if self._appender and prefix else None
+            appender = self._appender if prefix is not None else None
+            grown = appender.append(base, data) if appender is not None else None
             if grown is not None:
                 return grown, "append", None, None
             return self._full(text, data), "full", None, "unproven family"

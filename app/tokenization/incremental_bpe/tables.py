@@ -110,8 +110,11 @@ def load_tables(path: Path, cache_dir: Path | None) -> tuple[str, Tables]:
             return digest, {name: stored[name] for name in (*NAMES, "dropped")}
     tables = build_tables(path)
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".npz", delete=False) as tmp:
-            np.savez(tmp, **tables)  # type: ignore[arg-type]
-        os.replace(tmp.name, cached)
+        try:  # the cache only saves time: an unwritable directory is not an error
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".npz", delete=False) as tmp:
+                np.savez(tmp, **tables)  # type: ignore[arg-type]
+            os.replace(tmp.name, cached)
+        except OSError:
+            pass
     return digest, tables

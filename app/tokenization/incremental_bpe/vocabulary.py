@@ -180,7 +180,10 @@ def normalize(model: dict[str, Any]) -> ProperVocabulary:
     for left, right in split_merges(model):
         if left + right not in vocab or left not in vocab or right not in vocab:
             raise VocabularyError(f"merge {left!r} + {right!r} uses a string outside the vocab")
-        add_rule(encode(left), encode(right))
+        left_piece, right_piece = _try(encode, left), _try(encode, right)
+        if left_piece is None or right_piece is None:
+            raise VocabularyError(f"merge {left!r} + {right!r} is not spelled in bytes")
+        add_rule(left_piece, right_piece)
 
     outputs = dict(enumerate(atom_outputs))
     for token, token_id in vocab.items():
