@@ -7,7 +7,10 @@ ARG PYTHON=3.11
 FROM python:${PYTHON}-slim AS build
 ARG VARIANT=cpu
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# a C compiler for the incremental BPE extension (app/tokenization/incremental_bpe/_core.c)
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY pyproject.toml setup.py README.md ./
 COPY app ./app
 RUN python -m venv /opt/toksplice \
  && /opt/toksplice/bin/pip install --no-cache-dir --upgrade pip \

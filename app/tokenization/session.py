@@ -22,6 +22,7 @@ import numpy as np
 
 from app.errors import InvalidTextError
 from app.tokenization.boundaries import CutRules
+from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
 from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
@@ -71,9 +72,11 @@ class SessionTokenizer:
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
         recent_text_bytes: int = 256 << 20,
+        appender: BpeAppender | None = None,
     ) -> None:
         self.reference = reference
         self.spec = spec
+        self._appender = appender  # appends without pre-split (SentencePiece BPE)
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
         self._repairer = (
             Repairer(
@@ -94,7 +97,10 @@ class SessionTokenizer:
     @classmethod
     def from_file(cls, path: str | Path, **options: Any) -> SessionTokenizer:
         """Load a tokenizer.json; keyword options as for the constructor."""
-        return cls(ReferenceEncoder.from_file(path), load_spec(path), **options)
+        spec = load_spec(path)
+        if not spec.proven and "appender" not in options:
+            options["appender"] = BpeAppender.for_file(path)
+        return cls(ReferenceEncoder.from_file(path), spec, **options)
 
     def encode(
         self,
@@ -191,6 +197,10 @@ class SessionTokenizer:
         if base is None:
             return self._full(text, data), "full", None, "no stored transcript", None
         if self._repairer is None:
+            appender = self._appender if prefix is not None else None
+            grown = appender.append(base, data) if appender is not None else None
+            if grown is not None:
+                return grown, "append", None, None, None
             return self._full(text, data), "full", None, "unproven family", None
         if base.text == data:
             whole = ((0, len(base.ids), 0),) if len(base.ids) else ()
@@ -206,7 +216,10 @@ class SessionTokenizer:
 
     def _full(self, text: str, data: bytes) -> SessionState:
         ids, ends = self.reference.encode(text)
-        return _state(data, ids, ends)
+        state = _state(data, ids, ends)
+        if self._appender is not None:
+            self._appender.remember(state, text)
+        return state
 
     def _framed(self, text: str, core: IdArray, add_special_tokens: bool) -> IdArray:
         if not add_special_tokens:

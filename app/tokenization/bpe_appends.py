@@ -1,0 +1,246 @@
+"""Appends in O(append) for tokenizers whose text is not pre-split (SentencePiece BPE).
+
+HF encodes such a text as: added tokens cut out of the raw text (leftmost-longest), each other
+segment normalized (``▁`` prepended, spaces made ``▁``; or no normalizer at all) and BPE-encoded
+as one piece.  When a text grows, only its last segment changes: this module keeps, per stored
+session state, the incremental BPE state of that segment, feeds it the appended part and encodes
+any new segments; the ids before the last segment's pending tokens are reused as they are.
+
+The path is taken only when it is provably the reference's: no added-token occurrence crosses
+the old end of the text, and the segments involved hold no normalized added token (matched
+after normalization) and no literal ``▁``.  Otherwise the caller encodes in full, which also
+restarts the tail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.tokenization.incremental_bpe import IncrementalBPE, IncrementalState, VocabularyError
+from app.tokenization.reference import IdArray, OffsetArray
+from app.tokenization.sentencepiece_bpe import SPACE
+from app.tokenization.store import SessionState
+
+_PREPEND_SPACES = [
+    {"type": "Prepend", "prepend": SPACE},
+    {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """The open last segment of a stored text: its BPE state and where its pending ids start.
+
+    A state whose text ends with an added token (or is empty) is stored with no tail."""
+
+    state: bytes  # IncrementalState.dump()
+    pending_from: int  # index in the stored ids of the segment's first pending id
+    raw_from: int  # byte offset in the text where that id's bytes start
+    first_char: int  # when that id is the segment's first: its first character's UTF-8 size
+
+
+class BpeAppender:
+    """Extends stored session states by appended text; see the module docstring."""
+
+    def __init__(self, document: dict[str, Any], bpe: IncrementalBPE, max_bytes: int) -> None:
+        normalizer = document.get("normalizer")
+        self._prepend = normalizer is not None
+        added = document.get("added_tokens") or []
+        self._special = {t["content"]: int(t["id"]) for t in added if not t.get("normalized")}
+        self._normalized = [t["content"] for t in added if t.get("normalized")]
+        contents = sorted(self._special, key=len, reverse=True)
+        self._split = re.compile("|".join(map(re.escape, contents))) if contents else None
+        self._longest = max(map(len, self._special), default=0)
+        self._bpe = bpe
+        vocab: dict[str, int] = document["model"]["vocab"]
+        self._raw_length = np.zeros(max(vocab.values(), default=0) + 1, dtype=np.int32)
+        self._is_byte = np.zeros(len(self._raw_length), dtype=bool)  # byte fallback ids
+        for piece, token_id in vocab.items():
+            self._is_byte[token_id] = re.fullmatch(r"<0x[0-9A-F]{2}>", piece) is not None
+            length = 1 if self._is_byte[token_id] else len(piece.replace(SPACE, " ").encode())
+            self._raw_length[token_id] = length
+        for content, token_id in self._special.items():
+            self._raw_length[token_id] = len(content.encode())
+        # by id() of the state, which the entry holds (so the id is not reused while stored)
+        self._tails: OrderedDict[int, tuple[SessionState, _Tail | None]] = OrderedDict()
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_file(cls, path: str | Path, *, max_bytes: int = 256 << 20) -> BpeAppender | None:
+        """An appender when the file's text is BPE-encoded without pre-split, else None.
+
+        ``max_bytes`` bounds the states it keeps alive (LRU; usually the store holds them too).
+        """
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        normalizer = document.get("normalizer")
+        plain = normalizer is None or normalizer == {
+            "type": "Sequence",
+            "normalizers": _PREPEND_SPACES,
+        }
+        strips = any(
+            t.get(flag) for t in document.get("added_tokens") or []
+            for flag in ("lstrip", "rstrip", "single_word")
+        )  # fmt: skip
+        if document.get("pre_tokenizer") is not None or not plain or strips:
+            return None
+        try:
+            return cls(document, IncrementalBPE.from_file(path), max_bytes)
+        except VocabularyError:
+            return None
+
+    def remember(self, state: SessionState, text: str) -> None:
+        """Record the tail of a state encoded in full (O(text) scan, O(last segment) BPE)."""
+        matches = list(self._split.finditer(text)) if self._split else []
+        start = matches[-1].end() if matches else 0
+        if self._unsupported(text[start:]):
+            return  # no entry: appends to this state take the full path
+        segment = text[start:]
+        if not segment:
+            self._put(state, None)
+            return
+        bpe = self._bpe.start()
+        segment_ids = self._feed(bpe, segment, True)
+        first = len(segment[0].encode()) if self._prepend else 0
+        self._put(state, self._tail(bpe, segment_ids, len(state.ids), len(state.text), first))
+
+    def append(self, base: SessionState, data: bytes) -> SessionState | None:
+        """The state of ``data`` (``base.text`` plus appended bytes), or None if not provable."""
+        with self._lock:
+            entry = self._tails.get(id(base))
+        if entry is None or entry[0] is not base:
+            return None
+        tail = entry[1]
+        if len(data) == len(base.text):
+            return base
+        added = data[len(base.text) :].decode("utf-8")
+        old_end = base.text[-4 * self._longest :].decode("utf-8", errors="ignore")
+        if (
+            self._crosses(old_end, added)
+            or self._unsupported(added)
+            or self._unsupported(old_end + added, metaspace=False)  # an added token across
+        ):
+            return None
+        matches = list(self._split.finditer(added)) if self._split else []
+        bounds = [0, *(x for m in matches for x in (m.start(), m.end())), len(added)]
+        ids: list[int] = []
+        ends: list[int] = []
+        end = len(base.text)
+        keep = len(base.ids)
+        new_tail: _Tail | None = None
+        for index in range(0, len(bounds), 2):
+            segment = added[bounds[index] : bounds[index + 1]]
+            state: IncrementalState | None = None
+            first = 0
+            if index == 0 and tail is not None:  # the old last segment goes on
+                state = self._bpe.restore(tail.state)
+                keep, end, first = tail.pending_from, tail.raw_from, tail.first_char
+                segment_ids = self._feed(state, segment, False)
+            elif segment:
+                state = self._bpe.start()
+                first = len(segment[0].encode()) if self._prepend else 0
+                segment_ids = self._feed(state, segment, True)
+            if state is not None:
+                end = self._extend(data, ids, ends, segment_ids, end, first)
+            if index + 2 < len(bounds):
+                match = matches[index // 2].group()
+                end = self._extend(data, ids, ends, [self._special[match]], end, 0)
+            elif state is not None:
+                new_tail = self._tail(state, segment_ids, keep + len(ids), end, first)
+        grown = _state(
+            data,
+            np.concatenate([base.ids[:keep], np.asarray(ids, dtype=np.int32)]),
+            np.concatenate([base.ends[:keep], np.asarray(ends, dtype=np.int32)]),
+        )
+        self._put(grown, new_tail)
+        return grown
+
+    def _tail(
+        self, state: IncrementalState, segment_ids: list[int], ids: int, end: int, first: int
+    ) -> _Tail:
+        """The tail after ``segment_ids`` (this call's ids of the last segment) ended the text
+        at id count ``ids`` and byte ``end``; ``first`` as for ``_extend``."""
+        pending = len(state.pending())
+        tail_ids = segment_ids[len(segment_ids) - pending :]
+        still_first = first if pending == len(segment_ids) else 0
+        raw_from = end - int(self._raw_length[tail_ids].sum()) + (1 if still_first else 0)
+        return _Tail(state.dump(), ids - pending, raw_from, still_first)
+
+    def _feed(self, state: IncrementalState, segment: str, at_start: bool) -> list[int]:
+        """Ids of the segment's part: the ones that became final, then the pending ones."""
+        return state.feed(self._normalize(segment, at_start=at_start).encode()) + state.pending()
+
+    def _normalize(self, text: str, *, at_start: bool) -> str:
+        if not self._prepend:
+            return text
+        body = text.replace(" ", SPACE)
+        return SPACE + body if at_start and text else body
+
+    def _crosses(self, before: str, after: str) -> bool:
+        """Whether an added token occurs across the boundary between the two texts (the
+        longest one starting at a position is the one that reaches furthest)."""
+        if self._split is None:
+            return False
+        head = before[-self._longest :]
+        joined = head + after[: self._longest]
+        return any(
+            (found := self._split.match(joined, start)) is not None and found.end() > len(head)
+            for start in range(len(head))
+        )
+
+    def _unsupported(self, text: str, *, metaspace: bool = True) -> bool:
+        """A normalized added token occurs (HF matches those after normalizing), or a literal
+        ``▁``, whose bytes a token's length no longer tells apart from a space's."""
+        if metaspace and self._prepend and SPACE in text:
+            return True
+        spaced = text.replace(" ", SPACE)
+        return any(c in text or c in spaced for c in self._normalized)
+
+    def _extend(
+        self, data: bytes, ids: list[int], ends: list[int], new: list[int], end: int, first: int
+    ) -> int:
+        """Append ``new`` ids and their ends as HF reports them; return the byte offset after
+        them (``data``: the whole text).
+
+        ``first`` > 0 when ``new`` starts a segment (the UTF-8 size of its first character):
+        its first token holds the prepended ``▁``, which stands for no byte, and a token that
+        is only that ``▁`` ends after the segment's first character.  Byte-fallback tokens all
+        end where their character ends.
+        """
+        start = end
+        for i, token_id in enumerate(new):
+            end += int(self._raw_length[token_id]) - (1 if first and i == 0 else 0)
+            ids.append(token_id)
+            if first and i == 0 and end == start:
+                ends.append(start + first)
+            elif self._is_byte[token_id]:
+                char_end = end
+                while char_end < len(data) and data[char_end] & 0xC0 == 0x80:
+                    char_end += 1
+                ends.append(char_end)
+            else:
+                ends.append(end)
+        return end
+
+    def _put(self, state: SessionState, tail: _Tail | None) -> None:
+        with self._lock:
+            old = self._tails.pop(id(state), None)
+            self._bytes += state.nbytes - (old[0].nbytes if old else 0)
+            self._tails[id(state)] = (state, tail)
+            while self._bytes > self._max_bytes and len(self._tails) > 1:
+                self._bytes -= self._tails.popitem(last=False)[1][0].nbytes
+
+
+def _state(data: bytes, ids: IdArray, ends: OffsetArray) -> SessionState:
+    ids.flags.writeable = False
+    ends.flags.writeable = False
+    return SessionState(text=data, ids=ids, ends=ends)

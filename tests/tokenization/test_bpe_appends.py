@@ -1,0 +1,85 @@
+"""Session appends through the incremental BPE (SentencePiece BPE files, no pre-split) give the
+reference's ids and token ends at every call, whatever is appended: special tokens, pieces of
+them split across calls, user-defined pieces, spaces, emoji, real text."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.tokenization import SessionTokenizer
+from app.tokenization.reference import ReferenceEncoder
+from tests.adversarial import texts
+
+FAMILIES = ("mistral_v1", "mistral_v3")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FRAGMENTS = [
+    "[INST]", " [/INST]", "</s>", "<s>", "[INS", "T]", "[/", "INST]", "[REFERENCE_DOC_1]",
+    " hello", " world", "\n", "  ", " ", "a", "x y", "日本", "😀", "<0x41>", "▁",
+]  # fmt: skip
+appends = st.lists(
+    st.lists(st.sampled_from(FRAGMENTS) | texts, max_size=5).map("".join), min_size=1, max_size=8
+)
+
+
+@pytest.fixture(scope="session")
+def tokenizers(assets: dict[str, Path]) -> Callable[[str], SessionTokenizer]:
+    return functools.cache(lambda name: SessionTokenizer.from_file(assets[name]))
+
+
+@pytest.fixture(scope="session")
+def references(assets: dict[str, Path]) -> Callable[[str], ReferenceEncoder]:
+    return functools.cache(lambda name: ReferenceEncoder.from_file(assets[name]))
+
+
+def grow(tok: SessionTokenizer, reference: ReferenceEncoder, session: str, parts: list[str]):
+    """Send the growing text call by call; check ids and stored ends; return the routes."""
+    routes = []
+    text = ""
+    for part in parts:
+        text += part
+        enc = tok.encode(text, session=session)
+        ids, ends = reference.encode(text)
+        np.testing.assert_array_equal(enc.ids, ids)
+        stored = tok.store.get(("t", "s:" + session))
+        assert stored is not None
+        np.testing.assert_array_equal(stored.ends, ends)
+        routes.append(enc.route)
+    return routes
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(FAMILIES), parts=appends, session=st.integers(0, 10**9))
+def test_random_appends(name: str, parts: list[str], session: int, tokenizers, references):
+    grow(tokenizers(name), references(name), f"t/{session}", parts)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_chat_shaped_appends_take_the_append_path(name: str, tokenizers, references):
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8").replace("▁", "_")
+    parts = ["<s>[INST] " + readme[:500] + " [/INST]"]
+    for offset in range(500, 20_000, 1500):
+        parts += [
+            readme[offset : offset + 700],
+            "</s>[INST] " + readme[offset + 700 : offset + 1500],
+        ]
+    routes = grow(tokenizers(name), references(name), f"t/chat-{name}", parts)
+    assert routes[0] == "full" and set(routes[1:]) == {"append"}
+
+
+def test_literal_metaspace_takes_the_full_path(tokenizers, references):
+    """A literal ▁ in the last segment: full encodes until a special token closes it."""
+    parts = ["a b", " ▁c", " d", "</s> e", " f"]
+    routes = grow(tokenizers("mistral_v1"), references("mistral_v1"), "t/meta", parts)
+    assert routes == ["full", "full", "full", "full", "append"]
+
+
+def test_files_with_a_pre_split_get_no_appender(assets: dict[str, Path]):
+    assert SessionTokenizer.from_file(assets["gpt2"])._appender is None
+    assert SessionTokenizer.from_file(assets["mistral_v3"])._appender is not None
