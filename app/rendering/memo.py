@@ -69,19 +69,22 @@ class SessionMemo:
     ) -> list[dict[str, Any]]:
         """Prepared messages, reusing last call's dicts for messages equal to last call's.
 
-        The comparisons run at C speed (``map``); Python only visits the messages that need
-        more than ``==`` and those past the unchanged prefix.  ``frozen``: the caller never
-        mutates message objects, so one that *is* last call's object needs no check beyond
-        that."""
+        The comparisons run at C speed (``map``); Python visits only the messages that changed
+        and those that need more than ``==``.  ``frozen``: the caller never mutates message
+        objects, so one that *is* last call's object needs no check beyond that."""
         if fmt != self.fmt:
             self.clear()
             self.fmt = fmt
         old_exact, old_prepared = self.exact, self.prepared
         originals = self.originals
-        # Frozen inputs: the leading objects that are last call's need no comparison at all.
-        ident = list(map(operator.is_, messages, originals)) if frozen else []
-        k0 = ident.index(False) if False in ident else len(ident)
-        same = [True] * k0 + list(map(operator.eq, messages[k0:], self.requests[k0:]))
+        # Frozen inputs: the objects that are last call's need no comparison at all.
+        if frozen:
+            same = list(map(operator.is_, messages, originals))
+            same += [False] * (min(len(messages), len(self.requests)) - len(same))
+            for i in itertools.compress(range(len(same)), map(operator.not_, same)):
+                same[i] = messages[i] == self.requests[i]
+        else:
+            same = list(map(operator.eq, messages, self.requests))
         dumps, n = marshal.dumps, len(same)
         for i in self.checks:  # inlined: this loop visits every message with tool calls
             if i >= n:
