@@ -24,8 +24,10 @@ def binary(name: str) -> str:
         (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
     )
     if path is None:
-        pytest.fail(f"{name} is not installed: apt-get install -y {name.split('-')[0]}"
-                    f"{'-server' if name == 'redis-server' else ''} (see .ci/run)")
+        pytest.fail(
+            f"{name} is not installed: apt-get install -y {name.split('-')[0]}"
+            f"{'-server' if name == 'redis-server' else ''} (see .ci/run)"
+        )
     return path
 
 
@@ -40,9 +42,21 @@ class RedisServer:
 
     def start(self) -> None:
         self._proc = subprocess.Popen(
-            [binary("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--maxmemory", "64mb",
-             "--maxmemory-policy", "volatile-lru"],
+            [
+                binary("redis-server"),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--maxmemory",
+                "64mb",
+                "--maxmemory-policy",
+                "volatile-lru",
+            ],
             stdout=subprocess.DEVNULL,
         )
         client = self.client()

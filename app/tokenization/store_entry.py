@@ -50,9 +50,7 @@ def encode(state: SessionState, tokenizer: bytes) -> bytes:
     lengths = np.diff(state.ends, prepend=np.int32(0)) if n else np.zeros(0, np.int32)
     short = n == 0 or int(lengths.max()) <= _U16_MAX
     ends = lengths.astype("<u2") if short else state.ends.astype("<i4", copy=False)
-    head = _HEAD.pack(
-        MAGIC, FORMAT, _SHORT_ENDS if short else 0, 0, n, len(state.text), tokenizer
-    )
+    head = _HEAD.pack(MAGIC, FORMAT, _SHORT_ENDS if short else 0, 0, n, len(state.text), tokenizer)
     body = (state.text, state.ids.astype("<i4", copy=False).tobytes(), ends.tobytes())
     return b"".join((head, _digest(head, body), *body))
 

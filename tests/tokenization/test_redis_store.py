@@ -99,7 +99,9 @@ def test_long_tokens_keep_int32_ends() -> None:
 
 
 def test_replicas_share_sessions_exactly(
-    assets: dict[str, Path], reference: Callable[[str], Tokenizer], make_store: Callable[..., RedisStore]
+    assets: dict[str, Path],
+    reference: Callable[[str], Tokenizer],
+    make_store: Callable[..., RedisStore],
 ) -> None:
     """Three replicas take the calls of four agent sessions in a random order; every call is
     exact, no call after a session's first is a full encode (the first may itself repair from
@@ -114,7 +116,9 @@ def test_replicas_share_sessions_exactly(
     seen: set[tuple[int, int]] = set()
     for seed in range(4):
         session = f"tenant/agent-{seed}"
-        calls = session_calls(seed, MARKUPS["qwen3"], target_chars=30_000, billing_line=seed % 2 == 1)
+        calls = session_calls(
+            seed, MARKUPS["qwen3"], target_chars=30_000, billing_line=seed % 2 == 1
+        )
         for k, text in enumerate(calls):
             at = int(rng.integers(3))
             first_visits += k > 0 and (at, seed) not in seen
@@ -176,7 +180,9 @@ def test_concurrent_writers_leave_the_newest_self_consistent_entry(
             store.put(key, states[k])
 
     orders = [list(np.random.default_rng(s).permutation(len(states))) for s in range(4)]
-    threads = [threading.Thread(target=write, args=(s, o)) for s, o in zip(stores, orders, strict=True)]
+    threads = [
+        threading.Thread(target=write, args=(s, o)) for s, o in zip(stores, orders, strict=True)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -190,7 +196,9 @@ def test_concurrent_writers_leave_the_newest_self_consistent_entry(
     assert any(same(stored, states[k]) for k in last_written)
 
 
-def test_entries_expire(reference: Callable[[str], Tokenizer], make_store: Callable[..., RedisStore]) -> None:
+def test_entries_expire(
+    reference: Callable[[str], Tokenizer], make_store: Callable[..., RedisStore]
+) -> None:
     state = state_of(reference("qwen3"), "hello world")
     writer = make_store(ttl_s=0.2)
     writer.put(("t", "s:ttl"), state)
@@ -204,7 +212,9 @@ def test_entries_expire(reference: Callable[[str], Tokenizer], make_store: Calla
 
 
 def test_redis_down_or_restarted_degrades_without_errors(
-    assets: dict[str, Path], reference: Callable[[str], Tokenizer], make_store: Callable[..., RedisStore]
+    assets: dict[str, Path],
+    reference: Callable[[str], Tokenizer],
+    make_store: Callable[..., RedisStore],
 ) -> None:
     ref = reference("qwen3")
     server = RedisServer()
@@ -242,4 +252,3 @@ def test_no_redis_at_all(assets: dict[str, Path], make_store: Callable[..., Redi
     texts = list(session_calls(2, MARKUPS["qwen3"], target_chars=30_000, max_calls=3))
     assert [tok.encode(t, session="t/x").route for t in texts[:3]] == ["full", "append", "append"]
     assert store.stats()["redis_errors"] >= 1
-
