@@ -10,9 +10,10 @@ from pathlib import Path
 
 import anyio.to_thread
 import httpx
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app.api import chat, errors, messages, models, openai_responses
+from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
@@ -57,11 +58,16 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
     app = FastAPI(title="toksplice", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
+    app.state.api_keys = (
+        ApiKeys.from_file(settings.api_keys_file) if settings.api_keys_file else None
+    )
     errors.install(app)
-    app.include_router(chat.router)
+    keyed = [Depends(authenticate)]
+    app.include_router(chat.router, dependencies=keyed)
     app.include_router(models.router)
-    app.include_router(messages.router)
-    app.include_router(openai_responses.router)
+    app.include_router(models.listing, dependencies=keyed)
+    app.include_router(messages.router, dependencies=keyed)
+    app.include_router(openai_responses.router, dependencies=keyed)
     return app
 
 
