@@ -85,6 +85,8 @@ class StubUpstream:
     mode: str = "ok"
     tokenize: Callable[[str], list[int]] | None = lambda text: []
     requests: list[dict[str, Any]] = field(default_factory=list)
+    callers: list[str] = field(default_factory=list)
+    """The ``authorization`` header of each completion request (which proxy sent it)."""
     tokenized: list[str] = field(default_factory=list)
     cancelled_flag: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
@@ -115,6 +117,7 @@ class StubUpstream:
     async def _complete(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
         self.requests.append(body)
+        self.callers.append(request.headers.get("authorization", ""))
         if self.mode == "error500":
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)
         if self.mode == "error400":
