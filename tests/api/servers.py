@@ -22,9 +22,9 @@ from starlette.routing import Route
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve ``app`` on a free 127.0.0.1 port in a thread; yields its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+def serving(app: Any, port: int = 0) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 (``port``, default a free one) in a thread; yields its URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -99,8 +99,8 @@ class StubUpstream:
         ])
 
     @contextmanager
-    def serve(self) -> Iterator[str]:
-        with serving(self.app()) as url:
+    def serve(self, port: int = 0) -> Iterator[str]:
+        with serving(self.app(), port) as url:
             try:
                 yield url
             finally:

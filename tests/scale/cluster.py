@@ -40,10 +40,27 @@ class Cluster:
         self._procs: list[subprocess.Popen[bytes] | None] = []
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         for k, port in enumerate(self.ports):
-            args = [sys.executable, "-m", "app", "serve", "--upstream", upstream,
-                    "--tokenizer", str(tokenizer), "--model", "m", "--port", str(port),
-                    "--store", store, "--upstream-api-key", f"replica-{k}",
-                    "--no-alignment-check", "--log-level", "warning"]
+            args = [
+                sys.executable,
+                "-m",
+                "app",
+                "serve",
+                "--upstream",
+                upstream,
+                "--tokenizer",
+                str(tokenizer),
+                "--model",
+                "m",
+                "--port",
+                str(port),
+                "--store",
+                store,
+                "--upstream-api-key",
+                f"replica-{k}",
+                "--no-alignment-check",
+                "--log-level",
+                "warning",
+            ]
             self._procs.append(subprocess.Popen(args, env=env, cwd=REPO))
         try:
             for port in self.ports:
@@ -83,10 +100,17 @@ class Cluster:
         port = self.url.rsplit(":", 1)[1]
         (conf / "toksplice-listen.conf").write_text(f"listen 127.0.0.1:{port};\n")
         user = "user root;" if os.geteuid() == 0 else ""  # temp files for large bodies
-        proc = subprocess.Popen([
-            binary("nginx"), "-p", str(conf), "-c", str(conf / "nginx.conf"),
-            "-g", f"daemon off; pid {conf / 'nginx.pid'}; error_log stderr error; {user}",
-        ])
+        proc = subprocess.Popen(
+            [
+                binary("nginx"),
+                "-p",
+                str(conf),
+                "-c",
+                str(conf / "nginx.conf"),
+                "-g",
+                f"daemon off; pid {conf / 'nginx.pid'}; error_log stderr error; {user}",
+            ]
+        )
         self._wait(self.url + "/health/live", "nginx", proc)
         return proc
 

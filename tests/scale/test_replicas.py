@@ -80,9 +80,7 @@ class Calls:
 
 
 @pytest.fixture
-def cluster_of(
-    tmp_path: Path, qwen3_dir: Path, redis_server: RedisServer
-) -> Iterator[Any]:
+def cluster_of(tmp_path: Path, qwen3_dir: Path, redis_server: RedisServer) -> Iterator[Any]:
     made: list[Cluster] = []
     stub = StubUpstream(pieces=["ok"])
 
@@ -91,7 +89,10 @@ def cluster_of(
         def make(balance: str) -> tuple[Cluster, Calls]:
             redis_server.client().flushall()
             cluster = Cluster(
-                tmp_path, upstream=upstream, tokenizer=qwen3_dir, store=redis_server.url,
+                tmp_path,
+                upstream=upstream,
+                tokenizer=qwen3_dir,
+                store=redis_server.url,
                 balance=balance,
             )
             made.append(cluster)
