@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,3 +46,37 @@ def process(
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def serve_args(upstream: str, tokenizer: Path, model: str, port: int, *extra: str) -> list[str]:
+    """The command line of ``toksplice serve`` (this interpreter) on 127.0.0.1:``port``."""
+    return [
+        sys.executable,
+        "-m",
+        "app",
+        "serve",
+        "--upstream",
+        upstream,
+        "--tokenizer",
+        str(tokenizer),
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+
+
+def standin_args(tokenizer_folder: Path, port: int, *extra: str) -> list[str]:
+    """The command line of ``loadtest/standin_upstream.py`` on 127.0.0.1:``port``."""
+    return [
+        sys.executable,
+        "loadtest/standin_upstream.py",
+        "--tokenizer",
+        str(tokenizer_folder),
+        "--port",
+        str(port),
+        *extra,
+    ]

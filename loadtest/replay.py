@@ -45,7 +45,12 @@ from loadtest.agent_sessions import (  # noqa: E402
     content_chars,
     session_id,
 )
-from loadtest.processes import free_port, process  # noqa: E402
+from loadtest.processes import (  # noqa: E402
+    free_port,
+    process,
+    serve_args,
+    standin_args,
+)
 
 MODEL = "qwen3"
 _FIRST_TEXT = re.compile(r'"content":"[^"]|"text_delta"')
@@ -157,33 +162,11 @@ def run(
     rows = []
     with (
         process(
-            [
-                sys.executable,
-                "loadtest/standin_upstream.py",
-                "--tokenizer",
-                str(folder),
-                "--port",
-                str(up_port),
-            ],
+            standin_args(folder, up_port),
             upstream + "/health",
         ),
         process(
-            [
-                sys.executable,
-                "-m",
-                "app",
-                "serve",
-                "--upstream",
-                upstream,
-                "--tokenizer",
-                str(folder),
-                "--model",
-                MODEL,
-                "--port",
-                str(proxy_port),
-                "--log-level",
-                "warning",
-            ],
+            serve_args(upstream, folder, MODEL, proxy_port),
             proxy + "/health",
         ),
     ):

@@ -53,7 +53,12 @@ from app import assets  # noqa: E402
 from app.local_upstream import LocalLlamaServer  # noqa: E402
 from app.rendering import ChatTemplate  # noqa: E402
 from loadtest.agent_sessions import chat_requests, content_chars  # noqa: E402
-from loadtest.processes import free_port, process  # noqa: E402
+from loadtest.processes import (  # noqa: E402
+    free_port,
+    process,
+    serve_args,
+    standin_args,
+)
 from loadtest.standin_upstream import prompt_digest  # noqa: E402
 
 MODEL = "soak"
@@ -216,15 +221,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             upstream = f"http://127.0.0.1:{up_port}"
             stack.enter_context(
                 process(
-                    [
-                        sys.executable,
-                        "loadtest/standin_upstream.py",
-                        "--tokenizer",
-                        str(folder),
-                        "--port",
-                        str(up_port),
-                        "--echo-digest",
-                    ],
+                    standin_args(folder, up_port, "--echo-digest"),
                     upstream + "/health",
                 )
             )
@@ -244,22 +241,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "taskset",
                     "-c",
                     str(args.proxy_core),
-                    sys.executable,
-                    "-m",
-                    "app",
-                    "serve",
-                    "--upstream",
-                    upstream,
-                    "--tokenizer",
-                    str(folder),
-                    "--model",
-                    MODEL,
-                    "--port",
-                    str(proxy_port),
-                    "--store",
-                    args.store,
-                    "--log-level",
-                    "warning",
+                    *serve_args(upstream, folder, MODEL, proxy_port, "--store", args.store),
                 ],
                 proxy + "/health",
                 env={"TOKSPLICE_SHADOW_RATE": str(args.shadow_rate)},

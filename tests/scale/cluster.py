@@ -7,12 +7,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from loadtest.processes import serve_args
 from tests.services import binary, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,27 +40,17 @@ class Cluster:
         self._procs: list[subprocess.Popen[bytes] | None] = []
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         for k, port in enumerate(self.ports):
-            args = [
-                sys.executable,
-                "-m",
-                "app",
-                "serve",
-                "--upstream",
+            args = serve_args(
                 upstream,
-                "--tokenizer",
-                str(tokenizer),
-                "--model",
+                tokenizer,
                 "m",
-                "--port",
-                str(port),
+                port,
                 "--store",
                 store,
                 "--upstream-api-key",
                 f"replica-{k}",
                 "--no-alignment-check",
-                "--log-level",
-                "warning",
-            ]
+            )
             self._procs.append(subprocess.Popen(args, env=env, cwd=REPO))
         try:
             for port in self.ports:
