@@ -39,14 +39,17 @@ class ApiKeys:
 
 
 async def authenticate(request: Request) -> None:
-    """Route dependency: 401 (in the route's client error format) without an accepted key."""
+    """Route dependency: 401 (in the route's client error format) without an accepted key;
+    otherwise the key's tenant name is ``request.state.tenant`` (for telemetry labels)."""
     keys: ApiKeys | None = request.app.state.api_keys
     if keys is None:
         return
-    if keys.tenant(api_key(request.headers)) is None:
+    tenant = keys.tenant(api_key(request.headers))
+    if tenant is None:
         raise AuthenticationError(
             "missing or invalid API key: send 'Authorization: Bearer <key>' or 'x-api-key'"
         )
+    request.state.tenant = tenant
 
 
 def _digest(key: str) -> bytes:
