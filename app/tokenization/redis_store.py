@@ -107,6 +107,9 @@ class RedisStore:
 
     def put(self, key: SessionKey, state: SessionState) -> None:
         self.local.put(key, state)
+        if state.nbytes > self.local.max_bytes:
+            self._count("refused_oversize")  # as the local tier: over the whole budget
+            return
         self._queue(key, state)
 
     def drop(self, key: SessionKey) -> None:

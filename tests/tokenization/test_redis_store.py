@@ -252,3 +252,17 @@ def test_no_redis_at_all(assets: dict[str, Path], make_store: Callable[..., Redi
     texts = list(session_calls(2, MARKUPS["qwen3"], target_chars=30_000, max_calls=3))
     assert [tok.encode(t, session="t/x").route for t in texts[:3]] == ["full", "append", "append"]
     assert store.stats()["redis_errors"] >= 1
+
+
+def test_states_over_the_budget_are_not_shared(
+    reference: Callable[[str], Tokenizer], make_store: Callable[..., RedisStore]
+) -> None:
+    small, big = (state_of(reference("qwen3"), "word " * n) for n in (10, 2000))
+    store = make_store(local=MemoryStore(small.nbytes + 100))
+    store.put(("t", "s:small"), small)
+    store.put(("t", "s:big"), big)
+    store.flush()
+    other = make_store()
+    assert same(other.get(("t", "s:small")), small)
+    assert other.get(("t", "s:big")) is None
+    assert store.stats()["redis_refused_oversize"] == 1
