@@ -4,6 +4,7 @@ Redis that is down or restarts costs reuse, never an error or a wrong id."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -129,6 +130,32 @@ def test_replicas_share_sessions_exactly(
             stores[at].flush()
     hits = sum(s.stats().get("redis_hits", 0) for s in stores)
     assert hits == first_visits > 4 and not any(s.stats().get("redis_errors") for s in stores)
+
+
+def test_adversarial_sessions_alternating_between_replicas(
+    assets: dict[str, Path],
+    reference: Callable[[str], Tokenizer],
+    make_store: Callable[..., RedisStore],
+) -> None:
+    """Hypothesis: texts whose token boundaries move (``grown_texts``), each version encoded
+    by whichever of two replicas the drawn order says, through Redis: always exact."""
+    ref = reference("qwen3")
+    stores = [make_store(), make_store()]
+    replicas = [SessionTokenizer.from_file(assets["qwen3"], store=s, window=64) for s in stores]
+    counter = itertools.count()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(grown_texts(), st.lists(st.integers(0, 1), min_size=1, max_size=8))
+    def run(versions: list[str], order: list[int]) -> None:
+        session = f"t/h{next(counter)}"
+        for k, text in enumerate(versions):
+            at = order[k % len(order)]
+            enc = replicas[at].encode(text, session=session)
+            assert list(enc.ids) == ref.encode(text, add_special_tokens=False).ids, (k, at)
+            stores[at].flush()
+
+    run()
+    assert sum(s.stats().get("redis_hits", 0) for s in stores) > 20
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "other-tokenizer", "garbage"])
