@@ -109,6 +109,19 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         action="store_true",
         help="skip comparing our ids with the upstream's /tokenize at start",
     )
+    add(
+        "--store",
+        help="session state: memory (default) or a Redis URL shared by replicas, "
+        "e.g. redis://127.0.0.1:6379/0",
+    )
+    add("--store-ttl", type=float, help="seconds shared session state lives (default 86400)")
+    add("--redis-timeout", type=float, help="seconds to wait on Redis (default 0.1)")
+    add(
+        "--api-keys-file",
+        type=Path,
+        help="JSON {key: tenant}: the proxy's own API keys; others get 401 (default: open)",
+    )
+    add("--client-timeout", type=float, help="seconds to send a request body (default 60)")
     add("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -128,6 +141,11 @@ def _settings(args: argparse.Namespace) -> Settings:
             "max_body_bytes",
             "store_bytes",
             "tool_format",
+            "store",
+            "store_ttl",
+            "redis_timeout",
+            "api_keys_file",
+            "client_timeout",
         )
     }
     if args.read_timeout is not None:

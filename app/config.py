@@ -27,6 +27,7 @@ DIALECTS = (
 """Upstream dialects: how token ids are sent (see ``app.upstream``)."""
 
 ENV_PREFIX = "TOKSPLICE_"
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,18 @@ class Settings:
     (it changes every call; repair handles it, stripping saves even that)."""
     alignment_check: bool = True
     """At start, compare our ids with the upstream's /tokenize; forward text on mismatch."""
+    store: str = "memory"
+    """Where session state lives: "memory" (this process) or a Redis URL (``redis://host:6379/0``,
+    ``rediss://``, ``unix://``) shared by replicas, with this process's memory in front."""
+    store_ttl: float = 86400.0
+    """Seconds a session's shared state outlives its last call (Redis only)."""
+    redis_timeout: float = 0.1
+    """Seconds to wait on Redis before serving from memory / encoding in full instead."""
+    api_keys_file: Path | None = None
+    """JSON object mapping each API key of the proxy to its tenant's name; when set, calls
+    without one of these keys get 401 (the upstream's key is ``upstream_api_key``)."""
+    client_timeout: float = 60.0
+    """Seconds a client may take to send its request body (then 408)."""
 
     @property
     def tokenizer_file(self) -> Path:
@@ -122,13 +135,17 @@ class Settings:
             raise ValueError(f"unknown tool format {self.tool_format!r}")
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be at least 1024")
+        if self.store != "memory" and not self.store.startswith(_REDIS_SCHEMES):
+            raise ValueError(f"store must be 'memory' or a Redis URL, not {self.store!r}")
 
 
 def _convert(name: str, raw: str) -> Any:
-    if name in ("tokenizer", "chat_template"):
+    if name in ("tokenizer", "chat_template", "api_keys_file"):
         return Path(raw)
     if name in ("port", "max_body_bytes", "max_connections", "store_bytes"):
         return int(raw)
+    if name in ("store_ttl", "redis_timeout", "client_timeout"):
+        return float(raw)
     if name in ("reasoning", "alignment_check", "strip_billing_line"):
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if name == "tool_format" and raw.strip().lower() in ("", "none", "off"):

@@ -8,6 +8,7 @@
     │   ├── BadRequestError         400: malformed JSON, bad fields, content the model lacks
     │   ├── AuthenticationError     401
     │   ├── NotFoundError           404: unknown model or route
+    │   ├── RequestTimeoutError     408: the client did not send its body in time
     │   └── PayloadTooLargeError    413: body over the configured limit
     └── UpstreamError           the upstream server failed us (HTTP 5xx)
         ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
@@ -70,6 +71,11 @@ class AuthenticationError(RequestError):
 class NotFoundError(RequestError):
     status = 404
     kind = "not_found_error"
+
+
+class RequestTimeoutError(RequestError):
+    status = 408
+    kind = "timeout_error"
 
 
 class PayloadTooLargeError(RequestError):

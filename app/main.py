@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio.to_thread
 import httpx
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app.api import chat, errors, messages, models, openai_responses
+from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
@@ -21,6 +23,9 @@ from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
 from app.tokenization import SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
+from app.tokenization.redis_store import RedisStore
+from app.tokenization.store import MemoryStore, SessionStore
+from app.tokenization.store_entry import fingerprint
 from app.tokenization.typed_specials import TypedSpecials
 from app.upstream import dialect_named
 from app.upstream.alignment import PROBES, check_alignment
@@ -35,8 +40,9 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = UpstreamClient(settings, transport)
+        store = session_store(settings)
         try:
-            app.state.chat = await _build_service(settings, client)
+            app.state.chat = await _build_service(settings, client, store)
             # The client APIs' own per-session memos, inside the same budget (see below).
             share = settings.store_bytes // 32
             app.state.anthropic_translator = AnthropicTranslator(share)
@@ -47,24 +53,48 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             yield
         finally:
             await client.aclose()
+            if isinstance(store, RedisStore):
+                await anyio.to_thread.run_sync(store.close)
 
     app = FastAPI(title="toksplice", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
+    app.state.api_keys = (
+        ApiKeys.from_file(settings.api_keys_file) if settings.api_keys_file else None
+    )
     errors.install(app)
-    app.include_router(chat.router)
+    keyed = [Depends(authenticate)]
+    app.include_router(chat.router, dependencies=keyed)
     app.include_router(models.router)
-    app.include_router(messages.router)
-    app.include_router(openai_responses.router)
+    app.include_router(models.listing, dependencies=keyed)
+    app.include_router(messages.router, dependencies=keyed)
+    app.include_router(openai_responses.router, dependencies=keyed)
     return app
 
 
-async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
+def session_store(settings: Settings) -> MemoryStore | RedisStore:
+    """This process's session state (5/16 of the budget, see below), and Redis behind it
+    when ``settings.store`` names one."""
+    local = MemoryStore(settings.store_bytes * 5 // 16)
+    if settings.store == "memory":
+        return local
+    return RedisStore(
+        settings.store,
+        tokenizer=fingerprint(settings.tokenizer_file.read_bytes()),
+        local=local,
+        ttl_s=settings.store_ttl,
+        timeout_s=settings.redis_timeout,
+    )
+
+
+async def _build_service(
+    settings: Settings, client: UpstreamClient, store: SessionStore
+) -> ChatService:
     # Session state, in 16ths of the budget: 5 for text+ids+offsets, 3 for the render memo,
     # 2 each for the cached id JSON, the last chat/Anthropic bodies and typed special-token
     # sessions; the Responses bodies (1) and the two request translators (1/2 each) are
     # built in ``create_app``.
     budget = settings.store_bytes
-    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store_bytes=budget * 5 // 16)
+    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store=store)
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model

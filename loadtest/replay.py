@@ -23,16 +23,11 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +45,12 @@ from loadtest.agent_sessions import (  # noqa: E402
     content_chars,
     session_id,
 )
+from loadtest.processes import (  # noqa: E402
+    free_port,
+    process,
+    serve_args,
+    standin_args,
+)
 
 MODEL = "qwen3"
 _FIRST_TEXT = re.compile(r'"content":"[^"]|"text_delta"')
@@ -62,33 +63,6 @@ class Samples:
     parts: dict[str, list[float]] = field(default_factory=dict)
     """Server-Timing parts: read, parse, render, tokenize, proxy (ms)."""
     routes: Counter[str] = field(default_factory=Counter)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def _process(args: list[str], health: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(args, env=env, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(health, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{args[1]} did not start")
-            time.sleep(0.1)
-        yield proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def _timed_bodies(
@@ -183,38 +157,16 @@ def run(
     sizes: list[int], concurrency: list[int], calls: int, direct: int, api: str
 ) -> list[dict[str, Any]]:
     folder = assets.fetch()["qwen3"].parent
-    up_port, proxy_port = _free_port(), _free_port()
+    up_port, proxy_port = free_port(), free_port()
     upstream, proxy = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}"
     rows = []
     with (
-        _process(
-            [
-                sys.executable,
-                "loadtest/standin_upstream.py",
-                "--tokenizer",
-                str(folder),
-                "--port",
-                str(up_port),
-            ],
+        process(
+            standin_args(folder, up_port),
             upstream + "/health",
         ),
-        _process(
-            [
-                sys.executable,
-                "-m",
-                "app",
-                "serve",
-                "--upstream",
-                upstream,
-                "--tokenizer",
-                str(folder),
-                "--model",
-                MODEL,
-                "--port",
-                str(proxy_port),
-                "--log-level",
-                "warning",
-            ],
+        process(
+            serve_args(upstream, folder, MODEL, proxy_port),
             proxy + "/health",
         ),
     ):

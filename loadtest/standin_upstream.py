@@ -6,6 +6,8 @@ Long transcripts (100K to 4M characters) do not fit a small local model, so benc
 behind the proxy: whatever it adds is the proxy's own cost.  It serves:
 
 * ``POST /v1/completions`` with ``prompt: [ids]``: a three-chunk answer at once (stream or not);
+  with ``--echo-digest`` the answer is ``ids:`` + ``prompt_digest(prompt)`` instead, so a load
+  generator can check every prompt against the reference without this server storing any;
 * ``POST /v1/chat/completions``: what a server does when a client sends the chat request
   straight to it: render the chat template and tokenize the whole text (Hugging Face
   ``tokenizers``, as vLLM does), then the same instant answer.  This is the "direct" path;
@@ -15,6 +17,8 @@ behind the proxy: whatever it adds is the proxy's own cost.  It serves:
 from __future__ import annotations
 
 import argparse
+import hashlib
+import struct
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,19 +39,26 @@ from app.rendering import ChatTemplate
 _ANSWER = ("Done", ".", "")
 
 
-def make_app(folder: Path) -> Starlette:
+def prompt_digest(ids: list[int]) -> str:
+    """blake2b-128 of the ids as little-endian int32."""
+    return hashlib.blake2b(struct.pack(f"<{len(ids)}i", *ids), digest_size=16).hexdigest()
+
+
+def make_app(folder: Path, *, echo_digest: bool = False) -> Starlette:
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     template = ChatTemplate.from_tokenizer_config(folder / "tokenizer_config.json")
 
     async def completions(request: Request) -> Response:
         body = orjson.loads(await request.body())
-        return _answer(body, len(body["prompt"]))
+        prompt = body["prompt"]
+        answer = ("ids:", prompt_digest(prompt), "") if echo_digest else _ANSWER
+        return _answer(body, len(prompt), answer)
 
     async def chat(request: Request) -> Response:
         body = orjson.loads(await request.body())
         text = template.render(body["messages"], tools=body.get("tools"))
         ids = tokenizer.encode(text, add_special_tokens=False).ids
-        return _answer(body, len(ids))
+        return _answer(body, len(ids), _ANSWER)
 
     async def tokenize(request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -67,7 +78,7 @@ def make_app(folder: Path) -> Starlette:
     )
 
 
-def _answer(body: dict[str, Any], prompt_tokens: int) -> Response:
+def _answer(body: dict[str, Any], prompt_tokens: int, answer: tuple[str, ...]) -> Response:
     usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": 2,
@@ -75,12 +86,15 @@ def _answer(body: dict[str, Any], prompt_tokens: int) -> Response:
     }
     if not body.get("stream"):
         return _json(
-            {"choices": [{"index": 0, "text": "Done.", "finish_reason": "stop"}], "usage": usage}
+            {
+                "choices": [{"index": 0, "text": "".join(answer), "finish_reason": "stop"}],
+                "usage": usage,
+            }
         )
 
     async def events() -> AsyncIterator[bytes]:
-        for k, piece in enumerate(_ANSWER):
-            last = k == len(_ANSWER) - 1
+        for k, piece in enumerate(answer):
+            last = k == len(answer) - 1
             chunk: dict[str, Any] = {
                 "choices": [{"index": 0, "text": piece, "finish_reason": "stop" if last else None}]
             }
@@ -107,9 +121,12 @@ def main() -> None:
         help="folder with tokenizer.json and tokenizer_config.json",
     )
     parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument(
+        "--echo-digest", action="store_true", help="answer with the digest of the prompt ids"
+    )
     args = parser.parse_args()
     uvicorn.run(
-        make_app(args.tokenizer),
+        make_app(args.tokenizer, echo_digest=args.echo_digest),
         host="127.0.0.1",
         port=args.port,
         log_level="warning",

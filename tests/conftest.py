@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 
 from app import assets as app_assets
 from app.local_upstream import LocalLlamaServer
+from tests.services import RedisServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,3 +61,14 @@ def llama_server(assets: dict[str, Path]) -> Iterator[LocalLlamaServer]:
         pytest.skip("xllamacpp is not installed (pip install -e '.[dev]'): no local llama.cpp")
     with LocalLlamaServer(assets["smollm2_gguf"]) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real ``redis-server`` on a free 127.0.0.1 port (fails, never skips, without one)."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

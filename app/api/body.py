@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import orjson
 from fastapi import Request
 
-from app.errors import BadRequestError, PayloadTooLargeError
+from app.errors import BadRequestError, PayloadTooLargeError, RequestTimeoutError
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.service.timings import Timings
 
@@ -21,7 +22,8 @@ async def json_body(
 ) -> ParsedBody:
     """The decoded JSON body (``parser`` reuses the ``key``'s previous parse); 413 past
     ``limit`` bytes (before reading it when the length is declared), 400 for malformed JSON,
-    invalid UTF-8 or lone surrogates."""
+    invalid UTF-8 or lone surrogates; 408 when the client takes longer than the settings'
+    ``client_timeout`` to send it (a stalled client must not hold a connection forever)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLargeError(
@@ -29,11 +31,16 @@ async def json_body(
         )
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLargeError(f"request body is over the {limit}-byte limit")
-        chunks.append(chunk)
+    seconds = request.app.state.settings.client_timeout
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLargeError(f"request body is over the {limit}-byte limit")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestTimeoutError(f"the request body did not arrive within {seconds} s") from None
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if timings is not None:
         timings.read_s = time.perf_counter() - timings.received

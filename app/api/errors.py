@@ -20,32 +20,22 @@ def openai_error(exc: Exception) -> tuple[int, dict[str, Any]]:
     """(HTTP status, OpenAI error JSON) for any exception."""
     if isinstance(exc, TokspliceError):
         param = exc.param if isinstance(exc, RequestError) else None
-        return exc.status, {
-            "error": {"message": str(exc), "type": exc.kind, "param": param, "code": exc.status}
-        }
+        return exc.status, _openai_body(str(exc), exc.kind, exc.status, param)
     if isinstance(exc, HTTPException):
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return exc.status_code, {
-            "error": {
-                "message": str(exc.detail),
-                "type": kind,
-                "param": None,
-                "code": exc.status_code,
-            }
-        }
+        return exc.status_code, _openai_body(str(exc.detail), kind, exc.status_code)
     if isinstance(exc, RequestValidationError):
-        return 400, {
-            "error": {
-                "message": str(exc),
-                "type": "invalid_request_error",
-                "param": None,
-                "code": 400,
-            }
-        }
+        return 400, _openai_body(str(exc), "invalid_request_error", 400)
+    if isinstance(exc, RecursionError):
+        # JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
+        # rendering and special-token masking: the client's request, not our failure.
+        return 400, _openai_body("the request is nested too deeply", "invalid_request_error", 400)
     log.exception("unhandled error", exc_info=exc)
-    return 500, {
-        "error": {"message": "internal error", "type": "server_error", "param": None, "code": 500}
-    }
+    return 500, _openai_body("internal error", "server_error", 500)
+
+
+def _openai_body(message: str, kind: str, status: int, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
 
 
 _ANTHROPIC_TYPES = {
@@ -53,6 +43,7 @@ _ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "timeout_error",
     413: "request_too_large",
     429: "rate_limit_error",
     504: "timeout_error",

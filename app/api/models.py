@@ -12,9 +12,11 @@ from app.errors import UpstreamError
 from app.service.chat import ChatService
 
 router = APIRouter()
+listing = APIRouter()
+"""``/v1/models``, behind the proxy's API keys; ``router`` holds the open health checks."""
 
 
-@router.get("/v1/models")
+@listing.get("/v1/models")
 async def models(request: Request) -> Response:
     service: ChatService = request.app.state.chat
     card = {

@@ -55,7 +55,7 @@ def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
 
 
 def _tenant(headers: Mapping[str, str]) -> str:
-    key = _api_key(headers)
+    key = api_key(headers)
     return hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"
 
 
@@ -68,7 +68,8 @@ def _header_session(headers: Mapping[str, str]) -> str | None:
     return f"{session[:half]}/agent:{agent[:half]}" if agent else session[:_MAX_SESSION_CHARS]
 
 
-def _api_key(headers: Mapping[str, str]) -> str | None:
+def api_key(headers: Mapping[str, str]) -> str | None:
+    """The caller's key for this proxy: ``Authorization: Bearer`` or ``x-api-key``."""
     auth = headers.get("authorization")
     if auth and auth.lower().startswith("bearer "):
         return auth[7:].strip() or None

@@ -22,9 +22,9 @@ from starlette.routing import Route
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve ``app`` on a free 127.0.0.1 port in a thread; yields its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+def serving(app: Any, port: int = 0) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 (``port``, default a free one) in a thread; yields its URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -85,6 +85,8 @@ class StubUpstream:
     mode: str = "ok"
     tokenize: Callable[[str], list[int]] | None = lambda text: []
     requests: list[dict[str, Any]] = field(default_factory=list)
+    callers: list[str] = field(default_factory=list)
+    """The ``authorization`` header of each completion request (which proxy sent it)."""
     tokenized: list[str] = field(default_factory=list)
     cancelled_flag: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
@@ -97,8 +99,8 @@ class StubUpstream:
         ])
 
     @contextmanager
-    def serve(self) -> Iterator[str]:
-        with serving(self.app()) as url:
+    def serve(self, port: int = 0) -> Iterator[str]:
+        with serving(self.app(), port) as url:
             try:
                 yield url
             finally:
@@ -115,6 +117,7 @@ class StubUpstream:
     async def _complete(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
         self.requests.append(body)
+        self.callers.append(request.headers.get("authorization", ""))
         if self.mode == "error500":
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)
         if self.mode == "error400":

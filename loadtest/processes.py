@@ -1,0 +1,82 @@
+"""Child processes for load tests: a free port, and a server process that is up (its health
+URL answers 200) for the duration of a ``with`` block."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def process(
+    args: list[str], health: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``args`` from the repository root until ``health`` answers 200; stop it on exit."""
+    proc = subprocess.Popen(
+        args, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(health, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{' '.join(args[:4])} did not start")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def serve_args(upstream: str, tokenizer: Path, model: str, port: int, *extra: str) -> list[str]:
+    """The command line of ``toksplice serve`` (this interpreter) on 127.0.0.1:``port``."""
+    return [
+        sys.executable,
+        "-m",
+        "app",
+        "serve",
+        "--upstream",
+        upstream,
+        "--tokenizer",
+        str(tokenizer),
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+
+
+def standin_args(tokenizer_folder: Path, port: int, *extra: str) -> list[str]:
+    """The command line of ``loadtest/standin_upstream.py`` on 127.0.0.1:``port``."""
+    return [
+        sys.executable,
+        "loadtest/standin_upstream.py",
+        "--tokenizer",
+        str(tokenizer_folder),
+        "--port",
+        str(port),
+        *extra,
+    ]

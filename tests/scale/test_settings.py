@@ -1,0 +1,40 @@
+"""``--store`` / ``TOKSPLICE_STORE`` and ``--api-keys-file`` as settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.api.auth import ApiKeys
+from app.config import Settings
+from app.main import session_store
+from app.tokenization.redis_store import RedisStore
+from app.tokenization.store import MemoryStore
+from tests.services import RedisServer
+
+
+def test_store_setting(assets: dict[str, Path], redis_server: RedisServer) -> None:
+    env = {"TOKSPLICE_TOKENIZER": str(assets["qwen3"])}
+    assert isinstance(session_store(Settings.from_env(environ=env)), MemoryStore)
+    settings = Settings.from_env(environ=env | {"TOKSPLICE_STORE": redis_server.url})
+    store = session_store(settings)
+    try:
+        assert isinstance(store, RedisStore)
+        assert settings.store_ttl == 86400 and settings.redis_timeout == 0.1
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="Redis URL"):
+        Settings.from_env(environ=env | {"TOKSPLICE_STORE": "memcached://x"})
+
+
+def test_api_keys_file(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"k1": "acme"}))
+    keys = ApiKeys.from_file(path)
+    assert keys.tenant("k1") == "acme" and keys.tenant("k2") is None and keys.tenant(None) is None
+    assert "k1" not in repr(vars(keys))  # only digests are kept
+    path.write_text(json.dumps(["k1"]))
+    with pytest.raises(ValueError, match="API key -> tenant"):
+        ApiKeys.from_file(path)
