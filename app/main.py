@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI
 
-from app.api import chat, errors, messages, models, openai_responses
+from app.api import chat, debug, errors, messages, models, openai_responses
 from app.config import Settings
 from app.errors import TemplateError
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
@@ -19,6 +19,7 @@ from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
+from app.telemetry import Telemetry
 from app.tokenization import SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
@@ -35,8 +36,9 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = UpstreamClient(settings, transport)
+        app.state.telemetry = telemetry = Telemetry(settings)
         try:
-            app.state.chat = await _build_service(settings, client)
+            app.state.chat = await _build_service(settings, client, telemetry)
             # The client APIs' own per-session memos, inside the same budget (see below).
             share = settings.store_bytes // 32
             app.state.anthropic_translator = AnthropicTranslator(share)
@@ -47,6 +49,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             yield
         finally:
             await client.aclose()
+            telemetry.close()
 
     app = FastAPI(title="toksplice", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
@@ -55,10 +58,13 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app.include_router(models.router)
     app.include_router(messages.router)
     app.include_router(openai_responses.router)
+    app.include_router(debug.router)
     return app
 
 
-async def _build_service(settings: Settings, client: UpstreamClient) -> ChatService:
+async def _build_service(
+    settings: Settings, client: UpstreamClient, telemetry: Telemetry
+) -> ChatService:
     # Session state, in 16ths of the budget: 5 for text+ids+offsets, 3 for the render memo,
     # 2 each for the cached id JSON, the last chat/Anthropic bodies and typed special-token
     # sessions; the Responses bodies (1) and the two request translators (1/2 each) are
@@ -110,6 +116,7 @@ async def _build_service(settings: Settings, client: UpstreamClient) -> ChatServ
         render_cache=RenderCache(max_chars=budget * 3 // 16),
         typed_specials=TypedSpecials(tokenizer.reference.tokenizer, cache_bytes=budget // 8),
         bodies=BodyParser(budget // 8),
+        telemetry=telemetry,
     )
 
 

@@ -86,6 +86,7 @@ class SessionTokenizer:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._content_keys = 0
+        self._repair_disabled: str | None = None
 
     @classmethod
     def from_file(cls, path: str | Path, **options: Any) -> SessionTokenizer:
@@ -136,6 +137,11 @@ class SessionTokenizer:
         """Drop a session's stored state (its next call encodes in full)."""
         self.store.drop((_tenant_of(session, tenant), "s:" + session))
 
+    def disable_repair(self, reason: str) -> None:
+        """Encode every text in full from now on (until restart); ``reason`` becomes the
+        fallback reason.  The shadow verifier's switch after a divergence."""
+        self._repair_disabled = reason
+
     def explain(self) -> dict[str, Any]:
         """Family, proven rule set (or why none), counters and store figures."""
         with self._lock:
@@ -183,8 +189,9 @@ class SessionTokenizer:
         prefix of base and data when already known."""
         if base is None:
             return self._full(text, data), "full", None, "no stored transcript"
-        if self._repairer is None:
-            return self._full(text, data), "full", None, "unproven family"
+        if self._repairer is None or self._repair_disabled is not None:
+            reason = self._repair_disabled or "unproven family"
+            return self._full(text, data), "full", None, reason
         if base.text == data:
             return base, "hit", None, None
         if prefix is None:
