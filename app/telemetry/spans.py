@@ -12,6 +12,7 @@ Attributes follow the GenAI semantic conventions where one exists, else ``tokspl
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -44,7 +45,7 @@ class Tracing:
 
             self._provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         if settings.trace_console:
-            self._provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+            self._provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stdout)))
         self._tracer = self._provider.get_tracer("toksplice")
         self._offset_ns = time.time_ns() - time.perf_counter_ns()
 
