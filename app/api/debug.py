@@ -77,7 +77,7 @@ async def static(name: str) -> Response:
 
 def _requests(request: Request) -> list[dict[str, object]]:
     telemetry: Telemetry = request.app.state.telemetry
-    return telemetry.tracing.ring.requests() if telemetry.tracing is not None else []
+    return telemetry.ring.requests() if telemetry.ring is not None else []
 
 
 def _asset(name: str) -> str:

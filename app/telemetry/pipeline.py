@@ -1,8 +1,9 @@
 """``Telemetry``: what the chat service reports to, and the worker that makes it telemetry.
 
 On the request path: ``observe`` (marks, a record handed over with one non-blocking put) and
-``shadow.offer`` (one random draw).  In the worker thread: Prometheus metrics and the
-request's spans.  A record that finds the queue full is dropped and counted, never waited for.
+``shadow.offer`` (one random draw).  In the worker thread: Prometheus metrics, the trace
+page's ring and, when an exporter is configured, OpenTelemetry spans.  A record that finds the
+queue full is dropped and counted, never waited for.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.telemetry.metrics import Metrics
 from app.telemetry.observer import RequestObserver, RequestRecord
+from app.telemetry.ring import TraceRing
 from app.telemetry.shadow import ShadowVerifier
-from app.telemetry.spans import Tracing
+from app.telemetry.spans import SpanExport
 
 if TYPE_CHECKING:
     from app.service.chat import PreparedChat
@@ -31,11 +33,8 @@ _QUEUE = 4096
 class Telemetry:
     def __init__(self, settings: Settings, environ: Mapping[str, str] | None = None) -> None:
         self.metrics = Metrics()
-        self.tracing = (
-            Tracing(settings, os.environ if environ is None else environ)
-            if settings.tracing
-            else None
-        )
+        self.ring = TraceRing(settings.trace_ring) if settings.tracing else None
+        self.export = SpanExport.configured(settings, os.environ if environ is None else environ)
         self.shadow = ShadowVerifier(settings, self.metrics)
         self._records: queue.Queue[RequestRecord | None] = queue.Queue(_QUEUE)
         self._worker = threading.Thread(target=self._run, name="toksplice-telemetry", daemon=True)
@@ -50,8 +49,8 @@ class Telemetry:
         self._records.put(None)
         self._worker.join(timeout=30)
         self.shadow.close()
-        if self.tracing is not None:
-            self.tracing.shutdown()
+        if self.export is not None:
+            self.export.shutdown()
 
     def drain(self) -> None:
         """Waits until every record handed over so far is in the metrics and traces."""
@@ -70,8 +69,10 @@ class Telemetry:
                 if record is None:
                     return
                 self.metrics.record(record)
-                if self.tracing is not None:
-                    self.tracing.record(record)
+                if self.ring is not None:
+                    self.ring.add(record)
+                if self.export is not None:
+                    self.export.record(record)
             except Exception:
                 log.exception("telemetry of a request failed")
             finally:

@@ -103,7 +103,7 @@ class ShadowVerifier:
             self._diverged(job, expected, index)
 
     def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
-        self._metrics.shadow_divergences.inc()
+        """Forget, switch off, reproduce, log; the metric last (once it counts, all is done)."""
         if job.sentinels is None:
             job.tokenizer.forget(job.session)
         if self._disable_on_divergence:
@@ -123,6 +123,7 @@ class ShadowVerifier:
             "repro": str(repro) if repro else None,
         }
         log.error("shadow verifier divergence %s", orjson.dumps(event).decode())
+        self._metrics.shadow_divergences.inc()
 
     def _write_repro(
         self, job: ShadowJob, expected: IdArray, index: int, tokenizer_id: dict[str, str]

@@ -92,7 +92,7 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
     reused = recorded[1]["reused_tokens"]
     assert reused > 0 and cells[5].startswith(f"{reused} (")  # the reuse figures
     assert cells[4] == str(recorded[1]["prompt_tokens"])
-    assert edit["bars"] == ["read body", "parse", "render", "tokenize", "upstream", "stream back"]
+    assert edit["bars"] == ["parse", "render", "tokenize", "upstream", "stream back"]
     assert rows[0]["bars"][-1] == "upstream"  # a whole answer: no streaming back
 
     assert [r["data-session"] for r in one.rows] == [session, session]

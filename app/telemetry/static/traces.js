@@ -57,7 +57,6 @@
     row.dataset.route = request.route || "";
     row.dataset.session = request.session || "";
     row.dataset.api = request.api || "";
-    row.dataset.trace = request.trace_id;
     cell(row, new Date(request.start_unix_ms).toISOString().slice(11, 23));
     cell(row, request.api);
     const link = document.createElement("a");
