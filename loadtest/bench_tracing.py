@@ -1,16 +1,19 @@
 """Per-request cost of telemetry: the same agent sessions through proxies with it on and off.
 
-    .venv/bin/python loadtest/bench_tracing.py [--chars 100000] [--sessions 4]
+    .venv/bin/python loadtest/bench_tracing.py [--chars 20000] [--sessions 16]
 
 Three apps in one process, each in front of the same in-process stand-in upstream
 (``httpx.MockTransport``: no network, so the proxy's own time dominates) and driven through
-``httpx.ASGITransport``: ``off`` (no tracing, no shadow verifier), ``tracing`` (spans, ring,
-metrics; no shadow) and ``default`` (tracing plus the shadow verifier sampling 5%).  Every
-call of generated agent sessions (Qwen3's template and tokenizer, calls alternating streamed
-and whole) goes to each app in turn, rotating which goes first, so the apps see the same
-machine load.  Printed: per-request wall time (median, mean, trimmed mean) and each
-configuration's difference from ``off``, the figure the issue bounds (<= 0.2 ms).
-The telemetry worker threads run beside the requests, so their CPU time is in the figures.
+``httpx.ASGITransport``: ``off`` (no tracing, no shadow verifier), ``tracing`` (the default
+telemetry without the shadow verifier: marks, metrics, the trace page's ring) and ``default``
+(plus the shadow verifier sampling 5%).  Every call of generated agent sessions (Qwen3's
+template and tokenizer, calls alternating streamed and whole) goes to each app in turn,
+rotating which goes first, so the apps see the same machine load.  Printed per configuration:
+request wall time (median, mean, trimmed mean) and the median of the paired differences from
+``off``, once for the request alone and once including the telemetry worker's processing of
+it (``Telemetry.drain``; the shadow check runs on in its own thread).  Then the components,
+timed serially: the request path's telemetry, that plus the worker's metrics and ring, and
+the extra cost of building OpenTelemetry spans when an OTLP or console exporter is configured.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from types import SimpleNamespace
 
 import httpx
 import orjson
+from opentelemetry.sdk.trace import TracerProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -35,6 +39,8 @@ from app.main import create_app
 from app.service.chat import ChatService
 from app.service.timings import Timings
 from app.telemetry import Telemetry
+from app.telemetry.observer import RequestRecord
+from app.telemetry.spans import SpanExport
 from loadtest.agent_sessions import chat_requests
 
 QWEN3 = Path(__file__).resolve().parents[1] / ".assets" / "qwen3"
@@ -99,13 +105,34 @@ async def main(chars: int, sessions: int) -> None:
         tracing_app = clients["tracing"][1]
         service = clients["tracing"][2]
         hot, total = components(tracing_app, service)
+        export = span_export_cost(service)
     print(f"{len(times['off'])} requests per configuration, sessions up to {chars:,} chars")
     _table("latency (request sent -> answer read)", times)
     _table("latency + the telemetry worker's work for the request", totals)
     print(
         f"\ncomponents (tracing on, {COMPONENT_RUNS} synthetic requests, one thread): "
-        f"request path {hot * 1e6:.1f} us, request path + spans + metrics {total * 1e6:.1f} us"
+        f"request path {hot * 1e6:.1f} us, request path + worker (metrics, ring) "
+        f"{total * 1e6:.1f} us; with an OTLP or console exporter the worker also builds "
+        f"OpenTelemetry spans: +{export * 1e6:.1f} us"
     )
+
+
+def span_export_cost(service: ChatService) -> float:
+    """Seconds per request to build its OpenTelemetry spans (no exporter attached: the
+    exporters' own cost is in their batch threads)."""
+    now = time.perf_counter()
+    timings = Timings(
+        received=now, read_s=1e-5, parse_s=1e-4, render_s=1e-4, tokenize_s=1e-4,
+        prepare_started=now + 2e-4, upstream_sent=now + 5e-4, upstream_first_byte=now + 6e-4,
+        first_token=now + 7e-4, finished=now + 9e-4, session="bench/export",
+    )  # fmt: skip
+    encoding = service.tokenizer.encode("a prompt " * 200, session="bench/export")
+    record = RequestRecord(timings, encoding, "default", "llamacpp", True, "ok", "stop", None)
+    export = SpanExport(TracerProvider())
+    started = time.perf_counter()
+    for _ in range(COMPONENT_RUNS):
+        export.record(record)
+    return (time.perf_counter() - started) / COMPONENT_RUNS
 
 
 def components(telemetry: Telemetry, service: ChatService) -> tuple[float, float]:
@@ -164,7 +191,7 @@ def _figures(values: list[float]) -> tuple[float, float, float]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--chars", type=int, default=100_000, help="session size reached")
-    parser.add_argument("--sessions", type=int, default=4, help="agent sessions replayed")
+    parser.add_argument("--chars", type=int, default=20_000, help="session size reached")
+    parser.add_argument("--sessions", type=int, default=16, help="agent sessions replayed")
     args = parser.parse_args()
     asyncio.run(main(args.chars, args.sessions))
