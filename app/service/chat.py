@@ -30,7 +30,7 @@ from app.telemetry import Telemetry
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
-from app.upstream.client import UpstreamClient, sse_events
+from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
 from app.upstream.output import ToolFormat
 
@@ -157,12 +157,12 @@ class ChatService:
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
         """The whole answer as one OpenAI chat completion."""
         with self.telemetry.observe(prepared, self.dialect.name) as seen:
-            return seen.reply(await self._complete(prepared))
+            return seen.reply(await self._complete(prepared, seen.http_trace))
 
-    async def _complete(self, prepared: PreparedChat) -> dict[str, Any]:
+    async def _complete(self, prepared: PreparedChat, trace: TraceHook) -> dict[str, Any]:
         path, body = self.dialect.request(prepared.call)
         prepared.timings.upstream_sent = time.perf_counter()
-        payload = await self.client.post_json(path, body)
+        payload = await self.client.post_json(path, body, trace)
         if self.dialect.chat_native:
             return dict(payload, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
@@ -199,7 +199,7 @@ class ChatService:
         path, body = self.dialect.request(prepared.call)
         with self.telemetry.observe(prepared, self.dialect.name) as seen:
             prepared.timings.upstream_sent = time.perf_counter()
-            async with self.client.stream(path, body) as response:
+            async with self.client.stream(path, body, seen.http_trace) as response:
                 seen.accepted()
                 yield None
                 async for chunk in self._chunks(prepared, response):

@@ -19,6 +19,9 @@ class Timings:
     tokenize_s: float = 0.0
     prepare_started: float = 0.0
     """Rendering began (after the worker-thread hop, when there is one)."""
+    upstream_connecting: float = 0.0
+    upstream_connected: float = 0.0
+    """A new upstream connection was opened (TCP, and TLS when used) between these marks."""
     upstream_first_byte: float = 0.0
     """The upstream's response headers arrived (a whole response, without streaming)."""
     first_token: float = 0.0

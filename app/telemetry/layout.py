@@ -32,7 +32,8 @@ def root_span(record: RequestRecord) -> SpanPlan:
 
 
 def child_spans(record: RequestRecord) -> list[SpanPlan]:
-    """Parse, render, tokenize, upstream (sent -> first token) and stream back, those reached."""
+    """Parse, render, tokenize, connect (a new upstream connection), upstream (sent -> first
+    token) and stream back: those the request reached."""
     t = record.timings
     parsed = t.received + t.read_s + t.parse_s
     spans = [SpanPlan("parse", t.received, parsed, {"toksplice.read_ms": t.read_s * 1e3})]
@@ -42,6 +43,8 @@ def child_spans(record: RequestRecord) -> list[SpanPlan]:
         spans.append(
             SpanPlan("tokenize", rendered, rendered + t.tokenize_s, _tokenize_attributes(record))
         )
+    if t.upstream_connected:
+        spans.append(SpanPlan("connect", t.upstream_connecting, t.upstream_connected))
     if t.upstream_sent:
         first_byte = (("first byte", t.upstream_first_byte),) if t.upstream_first_byte else ()
         spans.append(

@@ -79,6 +79,13 @@ class RequestObserver:
             )
         )
 
+    async def http_trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's ``trace`` extension: marks a new connection's connect (and TLS)."""
+        if event == "connection.connect_tcp.started":
+            self.timings.upstream_connecting = time.perf_counter()
+        elif event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.timings.upstream_connected = time.perf_counter()
+
     def accepted(self) -> None:
         """The upstream's response headers arrived."""
         self.timings.upstream_first_byte = time.perf_counter()

@@ -69,7 +69,7 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
         app = create_app(settings)
         with serving(app) as url, httpx.Client(base_url=url, timeout=30) as client:
             for turns in (1, 2):
-                body = {"model": MODEL, "messages": conversation(turns), "stream": True}
+                body = {"model": MODEL, "messages": conversation(turns), "stream": turns == 2}
                 client.post("/v1/chat/completions", json=body, headers={"x-session-id": "one"})
             client.post(
                 "/v1/messages",
@@ -92,6 +92,8 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
     reused = recorded[1]["reused_tokens"]
     assert reused > 0 and cells[5].startswith(f"{reused} (")  # the reuse figures
     assert cells[4] == str(recorded[1]["prompt_tokens"])
+    # the first request opened the upstream connection, the second reused it
+    assert rows[2]["bars"] == ["parse", "render", "tokenize", "connect", "upstream"]
     assert edit["bars"] == ["parse", "render", "tokenize", "upstream", "stream back"]
     assert rows[0]["bars"][-1] == "upstream"  # a whole answer: no streaming back
 
