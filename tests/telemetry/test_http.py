@@ -282,3 +282,25 @@ def test_admin_endpoints_need_loopback_or_the_admin_key(
             if status != 200:
                 error = reply.json()["error"]
                 assert error["code"] == status and "admin key" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "outcome"),
+    [("error500", "upstream_error"), ("die", "upstream_error"), ("slow", "cancelled")],
+)
+def test_failed_requests_are_counted_and_traced_with_their_outcome(
+    smollm2_dir: Path, mode: str, outcome: str
+) -> None:
+    with proxy(smollm2_dir, shadow_rate=0.0) as (_, client, stub):
+        stub.mode = mode
+        body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with client.stream("POST", "/v1/chat/completions", json=body) as reply:
+            for line in reply.iter_lines():
+                if mode == "slow" and '"x"' in line:
+                    break  # a client that goes away mid-answer
+        labels = {"api": "chat", "route": "full", "outcome": outcome}
+        wait_for(lambda: metric(client, "toksplice_requests_total", **labels) == 1)
+        [request] = client.get("/debug/traces.json").json()["requests"]
+        assert request["outcome"] == outcome
+        names = [s["name"] for s in request["spans"]]
+        assert ("stream back" in names) == (mode != "error500")  # ended after the first token
