@@ -122,6 +122,30 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="JSON {key: tenant}: the proxy's own API keys; others get 401 (default: open)",
     )
     add("--client-timeout", type=float, help="seconds to send a request body (default 60)")
+    add("--no-tracing", action="store_true", help="build no OpenTelemetry spans")
+    add("--trace-console", action="store_true", help="also print every span to stdout")
+    add("--trace-ring", type=int, help="recent requests kept for /debug/traces (default 512)")
+    add(
+        "--shadow-rate",
+        type=float,
+        help="fraction of requests re-encoded by the background shadow verifier (default 0.05)",
+    )
+    add("--shadow-queue", type=int, help="pending shadow checks before dropping (default 64)")
+    add(
+        "--shadow-repro-dir",
+        type=Path,
+        help="where divergence reproductions (prompt text and ids) go (default toksplice-repro)",
+    )
+    add(
+        "--shadow-disable-on-divergence",
+        action="store_true",
+        help="after a shadow divergence, encode every prompt in full until restart",
+    )
+    add(
+        "--admin-key",
+        help="key for /metrics and /debug/* when not bound to a loopback host "
+        "(env TOKSPLICE_ADMIN_KEY)",
+    )
     add("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -146,6 +170,11 @@ def _settings(args: argparse.Namespace) -> Settings:
             "redis_timeout",
             "api_keys_file",
             "client_timeout",
+            "trace_ring",
+            "shadow_rate",
+            "shadow_queue",
+            "shadow_repro_dir",
+            "admin_key",
         )
     }
     if args.read_timeout is not None:
@@ -156,6 +185,12 @@ def _settings(args: argparse.Namespace) -> Settings:
         overrides["alignment_check"] = False
     if args.strip_billing_line:
         overrides["strip_billing_line"] = True
+    if args.no_tracing:
+        overrides["tracing"] = False
+    if args.trace_console:
+        overrides["trace_console"] = True
+    if args.shadow_disable_on_divergence:
+        overrides["shadow_disable_on_divergence"] = True
     return Settings.from_env(overrides)
 
 

@@ -88,6 +88,24 @@ class Settings:
     without one of these keys get 401 (the upstream's key is ``upstream_api_key``)."""
     client_timeout: float = 60.0
     """Seconds a client may take to send its request body (then 408)."""
+    tracing: bool = True
+    """Build an OpenTelemetry trace per request (ring buffer for /debug/traces; OTLP when
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set)."""
+    trace_console: bool = False
+    """Also print every span to stdout (OpenTelemetry's console exporter)."""
+    trace_ring: int = 512
+    """Recent requests kept for /debug/traces."""
+    shadow_rate: float = 0.05
+    """Fraction of requests whose ids the shadow verifier re-encodes in the background."""
+    shadow_queue: int = 64
+    """Pending shadow checks; requests sampled while it is full are dropped (and counted)."""
+    shadow_repro_dir: Path = Path("toksplice-repro")
+    """Where a divergence's reproduction (text and ids: user content) is written."""
+    shadow_disable_on_divergence: bool = False
+    """After a divergence, encode every text in full (no repair) until restart."""
+    admin_key: str | None = None
+    """Key for /metrics and /debug/* when not bound to a loopback host (``Authorization:
+    Bearer <key>`` or ``x-admin-key``)."""
 
     @property
     def tokenizer_file(self) -> Path:
@@ -137,16 +155,34 @@ class Settings:
             raise ValueError("max_body_bytes must be at least 1024")
         if self.store != "memory" and not self.store.startswith(_REDIS_SCHEMES):
             raise ValueError(f"store must be 'memory' or a Redis URL, not {self.store!r}")
+        if not 0.0 <= self.shadow_rate <= 1.0:
+            raise ValueError("shadow_rate must be between 0 and 1")
+        if self.shadow_queue < 1 or self.trace_ring < 1:
+            raise ValueError("shadow_queue and trace_ring must be at least 1")
 
 
 def _convert(name: str, raw: str) -> Any:
-    if name in ("tokenizer", "chat_template", "api_keys_file"):
+    if name in ("tokenizer", "chat_template", "api_keys_file", "shadow_repro_dir"):
         return Path(raw)
-    if name in ("port", "max_body_bytes", "max_connections", "store_bytes"):
+    if name in (
+        "port",
+        "max_body_bytes",
+        "max_connections",
+        "store_bytes",
+        "shadow_queue",
+        "trace_ring",
+    ):
         return int(raw)
-    if name in ("store_ttl", "redis_timeout", "client_timeout"):
+    if name in ("store_ttl", "redis_timeout", "client_timeout", "shadow_rate"):
         return float(raw)
-    if name in ("reasoning", "alignment_check", "strip_billing_line"):
+    if name in (
+        "reasoning",
+        "alignment_check",
+        "strip_billing_line",
+        "tracing",
+        "trace_console",
+        "shadow_disable_on_divergence",
+    ):
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if name == "tool_format" and raw.strip().lower() in ("", "none", "off"):
         return None

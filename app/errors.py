@@ -7,6 +7,7 @@
     ├── RequestError            the client's request is wrong (HTTP 4xx; ``status`` says which)
     │   ├── BadRequestError         400: malformed JSON, bad fields, content the model lacks
     │   ├── AuthenticationError     401
+    │   ├── PermissionDeniedError   403: an admin endpoint without the admin key
     │   ├── NotFoundError           404: unknown model or route
     │   ├── RequestTimeoutError     408: the client did not send its body in time
     │   └── PayloadTooLargeError    413: body over the configured limit
@@ -66,6 +67,11 @@ class BadRequestError(RequestError):
 class AuthenticationError(RequestError):
     status = 401
     kind = "authentication_error"
+
+
+class PermissionDeniedError(RequestError):
+    status = 403
+    kind = "permission_error"
 
 
 class NotFoundError(RequestError):

@@ -12,7 +12,7 @@ import anyio.to_thread
 import httpx
 from fastapi import Depends, FastAPI
 
-from app.api import chat, errors, messages, models, openai_responses
+from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
@@ -21,6 +21,7 @@ from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
+from app.telemetry import Telemetry
 from app.tokenization import SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.redis_store import RedisStore
@@ -41,8 +42,9 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = UpstreamClient(settings, transport)
         store = session_store(settings)
+        app.state.telemetry = telemetry = Telemetry(settings)
         try:
-            app.state.chat = await _build_service(settings, client, store)
+            app.state.chat = await _build_service(settings, client, store, telemetry)
             # The client APIs' own per-session memos, inside the same budget (see below).
             share = settings.store_bytes // 32
             app.state.anthropic_translator = AnthropicTranslator(share)
@@ -53,6 +55,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             yield
         finally:
             await client.aclose()
+            telemetry.close()
             if isinstance(store, RedisStore):
                 await anyio.to_thread.run_sync(store.close)
 
@@ -68,6 +71,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app.include_router(models.listing, dependencies=keyed)
     app.include_router(messages.router, dependencies=keyed)
     app.include_router(openai_responses.router, dependencies=keyed)
+    app.include_router(debug.router)
     return app
 
 
@@ -87,7 +91,7 @@ def session_store(settings: Settings) -> MemoryStore | RedisStore:
 
 
 async def _build_service(
-    settings: Settings, client: UpstreamClient, store: SessionStore
+    settings: Settings, client: UpstreamClient, store: SessionStore, telemetry: Telemetry
 ) -> ChatService:
     # Session state, in 16ths of the budget: 5 for text+ids+offsets, 3 for the render memo,
     # 2 each for the cached id JSON, the last chat/Anthropic bodies and typed special-token
@@ -140,6 +144,7 @@ async def _build_service(
         render_cache=RenderCache(max_chars=budget * 3 // 16),
         typed_specials=TypedSpecials(tokenizer.reference.tokenizer, cache_bytes=budget // 8),
         bodies=BodyParser(budget // 8),
+        telemetry=telemetry,
     )
 
 

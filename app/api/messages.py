@@ -41,7 +41,7 @@ def translator(app: FastAPI) -> ChatTranslator:
 
 @router.post("/v1/messages")
 async def messages(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter())
+    timings = Timings(received=time.perf_counter(), api="messages")
     service: ChatService = request.app.state.chat
     settings = request.app.state.settings
     key = BODY_KEY_PREFIX + body_key(request.headers)

@@ -44,7 +44,7 @@ def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
 
 @router.post("/v1/responses")
 async def create_response(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter())
+    timings = Timings(received=time.perf_counter(), api="responses")
     service: ChatService = request.app.state.chat
     limit = request.app.state.settings.max_body_bytes
     key = "responses:" + body_key(request.headers)

@@ -26,10 +26,11 @@ from app.protocol.sse import DONE, sse_data
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.service.timings import Timings
+from app.telemetry import Telemetry
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
-from app.upstream.client import UpstreamClient, sse_events
+from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
 from app.upstream.output import ToolFormat
 
@@ -78,6 +79,7 @@ class ChatService:
         render_cache: RenderCache,
         typed_specials: TypedSpecials,
         bodies: BodyParser,
+        telemetry: Telemetry,
     ) -> None:
         self.card = card
         self.tokenizer = tokenizer
@@ -87,6 +89,7 @@ class ChatService:
         self.render_cache = render_cache
         self.typed_specials = typed_specials
         self.bodies = bodies
+        self.telemetry = telemetry
 
     async def prepare(
         self, request: ChatRequest, caller: Caller, timings: Timings, *, continuation: bool = False
@@ -107,6 +110,7 @@ class ChatService:
     def _prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         key = session_key(caller, request.messages)
         started = time.perf_counter()
+        timings.session, timings.prepare_started = key, started
         masked = self.typed_specials.mask(request.messages, request.tools, session=key)
         messages, tools = (request.messages, request.tools) if masked is None else masked.data
         text = self.card.template.render(
@@ -133,6 +137,8 @@ class ChatService:
                 reused_tokens=reused,
                 fallback="special-token text in client content",
             )
+        if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them
+            self.telemetry.shadow.offer(self.tokenizer, key, text, encoding, masked)
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         timings.render_s = rendered - started
         timings.tokenize_s = time.perf_counter() - rendered
@@ -150,9 +156,13 @@ class ChatService:
 
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
         """The whole answer as one OpenAI chat completion."""
+        with self.telemetry.observe(prepared, self.dialect.name) as seen:
+            return seen.reply(await self._complete(prepared, seen.http_trace))
+
+    async def _complete(self, prepared: PreparedChat, trace: TraceHook) -> dict[str, Any]:
         path, body = self.dialect.request(prepared.call)
         prepared.timings.upstream_sent = time.perf_counter()
-        payload = await self.client.post_json(path, body)
+        payload = await self.client.post_json(path, body, trace)
         if self.dialect.chat_native:
             return dict(payload, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
@@ -188,11 +198,14 @@ class ChatService:
         errors after it end the stream.  The ``async with`` owns the upstream response, so
         closing this generator (a client that went away) cancels the upstream request."""
         path, body = self.dialect.request(prepared.call)
-        prepared.timings.upstream_sent = time.perf_counter()
-        async with self.client.stream(path, body) as response:
-            yield None
-            async for chunk in self._chunks(prepared, response):
-                yield chunk
+        with self.telemetry.observe(prepared, self.dialect.name) as seen:
+            prepared.timings.upstream_sent = time.perf_counter()
+            async with self.client.stream(path, body, seen.http_trace) as response:
+                seen.accepted()
+                yield None
+                async for chunk in self._chunks(prepared, response):
+                    seen.chunk(chunk)
+                    yield chunk
 
     async def _chunks(
         self, prepared: PreparedChat, response: httpx.Response

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 @dataclass(slots=True)
 class Timings:
     """Monotonic marks of one request (seconds); ``proxy_added`` is request in -> upstream
-    request out."""
+    request out.  Marks left at 0.0 were not reached (telemetry reads them when the request
+    finishes, see ``app.telemetry``)."""
 
     received: float
     upstream_sent: float = 0.0
@@ -16,6 +17,20 @@ class Timings:
     parse_s: float = 0.0
     render_s: float = 0.0
     tokenize_s: float = 0.0
+    prepare_started: float = 0.0
+    """Rendering began (after the worker-thread hop, when there is one)."""
+    upstream_connecting: float = 0.0
+    upstream_connected: float = 0.0
+    """A new upstream connection was opened (TCP, and TLS when used) between these marks."""
+    upstream_first_byte: float = 0.0
+    """The upstream's response headers arrived (a whole response, without streaming)."""
+    first_token: float = 0.0
+    """The first answer chunk with content, tool calls or a finish reason."""
+    finished: float = 0.0
+    api: str = "chat"
+    """The client API: "chat", "messages" or "responses"."""
+    session: str = ""
+    """The session key (``tenant/conversation``); telemetry shows only a digest of it."""
 
     @property
     def proxy_added(self) -> float:

@@ -93,6 +93,7 @@ class SessionTokenizer:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._content_keys = 0
+        self._repair_disabled: str | None = None
 
     @classmethod
     def from_file(cls, path: str | Path, **options: Any) -> SessionTokenizer:
@@ -149,6 +150,11 @@ class SessionTokenizer:
         """Drop a session's stored state (its next call encodes in full)."""
         self.store.drop((_tenant_of(session, tenant), "s:" + session))
 
+    def disable_repair(self, reason: str) -> None:
+        """Encode every text in full from now on (until restart); ``reason`` becomes the
+        fallback reason.  The shadow verifier's switch after a divergence."""
+        self._repair_disabled = reason
+
     def explain(self) -> dict[str, Any]:
         """Family, proven rule set (or why none), counters and store figures."""
         with self._lock:
@@ -196,6 +202,8 @@ class SessionTokenizer:
         ``prefix`` is the common prefix of base and data when already known."""
         if base is None:
             return self._full(text, data), "full", None, "no stored transcript", None
+        if self._repair_disabled is not None:
+            return self._full(text, data), "full", None, self._repair_disabled, None
         if self._repairer is None:
             appender = self._appender if prefix is not None else None
             grown = appender.append(base, data) if appender is not None else None

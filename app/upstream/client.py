@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +16,9 @@ from app.errors import (
     UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
+
+TraceHook = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""httpx's ``trace`` request extension: called with each connection event's name and info."""
 
 
 class UpstreamClient:
@@ -42,10 +45,16 @@ class UpstreamClient:
         await self._http.aclose()
 
     @asynccontextmanager
-    async def stream(self, path: str, body: bytes) -> AsyncIterator[httpx.Response]:
-        """POST ``body``; yields the response once its status is known to be a success."""
+    async def stream(
+        self, path: str, body: bytes, trace: TraceHook | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """POST ``body``; yields the response once its status is known to be a success.
+        ``trace`` sees the connection's events (telemetry times the connect with it)."""
+        extensions = {"trace": trace} if trace is not None else None
         try:
-            async with self._http.stream("POST", path, content=body) as response:
+            async with self._http.stream(
+                "POST", path, content=body, extensions=extensions
+            ) as response:
                 if response.status_code >= 400:
                     raise _status_error(response.status_code, await response.aread())
                 yield response
@@ -56,8 +65,8 @@ class UpstreamClient:
                 f"upstream {self.base_url} unreachable: {exc or type(exc).__name__}"
             ) from exc
 
-    async def post_json(self, path: str, body: bytes) -> Any:
-        async with self.stream(path, body) as response:
+    async def post_json(self, path: str, body: bytes, trace: TraceHook | None = None) -> Any:
+        async with self.stream(path, body, trace) as response:
             return _json(await response.aread())
 
     async def get(self, path: str) -> httpx.Response:

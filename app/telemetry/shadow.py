@@ -1,0 +1,164 @@
+"""The shadow verifier: re-encodes a sample of prompts with the reference, off the request path.
+
+``offer`` (on the request path) costs one random draw, and for a sampled request one
+non-blocking put on a bounded queue: when the queue is full the check is dropped and counted,
+never waited for.  A worker thread computes the ids the prompt must have (``oracle``) and
+compares.  On a divergence: the metric, one structured log line (no content), a reproduction
+written to ``shadow_repro_dir`` (it holds the prompt text), the session's stored state
+forgotten so its next call encodes in full, and with ``shadow_disable_on_divergence`` repair
+switched off for the tokenizer until restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from app.config import Settings
+from app.telemetry.metrics import Metrics
+from app.telemetry.oracle import Oracle, first_divergence
+from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization.reference import IdArray
+from app.tokenization.typed_specials import Masked
+
+log = logging.getLogger("toksplice.shadow")
+
+_CONTEXT = 8
+"""Ids shown either side of the first divergence in a reproduction."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowJob:
+    tokenizer: SessionTokenizer
+    session: str
+    text: str
+    """The rendered prompt (for route "pieces": with user-typed specials masked)."""
+    sentinels: dict[str, str] | None
+    ids: IdArray
+    route: str
+
+
+class ShadowVerifier:
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self._rate = settings.shadow_rate
+        self._repro_dir = settings.shadow_repro_dir
+        self._disable_on_divergence = settings.shadow_disable_on_divergence
+        self._metrics = metrics
+        self._random = random.Random()
+        self._jobs: queue.Queue[ShadowJob | None] = queue.Queue(settings.shadow_queue)
+        self._oracles: dict[int, Oracle] = {}  # id(tokenizer) -> oracle; worker thread only
+        self._worker = threading.Thread(target=self._run, name="toksplice-shadow", daemon=True)
+        if self._rate > 0:
+            self._worker.start()
+
+    def offer(
+        self,
+        tokenizer: SessionTokenizer,
+        session: str,
+        text: str,
+        encoding: Encoding,
+        masked: Masked | None,
+    ) -> None:
+        """Samples this request for a check (cheap; never blocks).  ``text`` is the rendered
+        prompt, rendered from ``masked`` when the client content held special-token text."""
+        if self._rate <= 0 or self._random.random() >= self._rate:
+            return
+        sentinels = None if masked is None else masked.tokens
+        job = ShadowJob(tokenizer, session, text, sentinels, encoding.ids, encoding.route)
+        try:
+            self._jobs.put_nowait(job)
+        except queue.Full:
+            self._metrics.shadow_drops.inc()
+
+    def close(self) -> None:
+        """Finishes the checks already queued, then stops the worker."""
+        if self._worker.is_alive():
+            self._jobs.put(None)
+            self._worker.join(timeout=30)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                self._check(job)
+            except Exception:
+                log.exception("shadow check failed")
+
+    def _check(self, job: ShadowJob) -> None:
+        reference = job.tokenizer.reference.tokenizer
+        oracle = self._oracles.get(id(job.tokenizer))
+        if oracle is None:
+            oracle = self._oracles[id(job.tokenizer)] = Oracle(reference)
+        expected = oracle.ids(job.text, job.sentinels)
+        self._metrics.shadow_checks.inc()
+        index = first_divergence(expected, job.ids)
+        if index is not None:
+            self._diverged(job, expected, index)
+
+    def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
+        """Forget, switch off, reproduce, log; the metric last (once it counts, all is done)."""
+        if job.sentinels is None:
+            job.tokenizer.forget(job.session)
+        if self._disable_on_divergence:
+            job.tokenizer.disable_repair("shadow verifier divergence")
+        tokenizer_id = _tokenizer_id(job.tokenizer)
+        repro = self._write_repro(job, expected, index, tokenizer_id)
+        event = {
+            "event": "shadow_divergence",
+            "session": session_digest(job.session),
+            "route": job.route,
+            "first_index": index,
+            "expected_ids": len(expected),
+            "actual_ids": len(job.ids),
+            "tokenizer": tokenizer_id,
+            "session_forgotten": job.sentinels is None,
+            "repair_disabled": self._disable_on_divergence,
+            "repro": str(repro) if repro else None,
+        }
+        log.error("shadow verifier divergence %s", orjson.dumps(event).decode())
+        self._metrics.shadow_divergences.inc()
+
+    def _write_repro(
+        self, job: ShadowJob, expected: IdArray, index: int, tokenizer_id: dict[str, str]
+    ) -> Path | None:
+        low, high = max(0, index - _CONTEXT), index + _CONTEXT
+        repro = {
+            "tokenizer": tokenizer_id,
+            "route": job.route,
+            "text": job.text,
+            "sentinels": job.sentinels,
+            "first_index": index,
+            "expected_around": expected[low:high].tolist(),
+            "actual_around": job.ids[low:high].tolist(),
+            "expected": expected.tolist(),
+            "actual": job.ids.tolist(),
+        }
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{session_digest(job.session)}-{index}.json"
+        try:
+            self._repro_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = self._repro_dir / name
+            path.write_bytes(orjson.dumps(repro))
+        except OSError as exc:
+            log.error("could not write the shadow reproduction to %s: %s", self._repro_dir, exc)
+            return None
+        return path
+
+
+def session_digest(session: str) -> str:
+    """A short stable name for a session key (keys hold a client's conversation id)."""
+    return hashlib.blake2b(session.encode(), digest_size=6).hexdigest()
+
+
+def _tokenizer_id(tokenizer: SessionTokenizer) -> dict[str, str]:
+    serialized = tokenizer.reference.tokenizer.to_str().encode()
+    return {
+        "family": tokenizer.spec.family or "unknown",
+        "sha256": hashlib.sha256(serialized).hexdigest(),
+    }

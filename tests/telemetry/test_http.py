@@ -1,0 +1,306 @@
+"""Telemetry over real HTTP: client -> proxy (uvicorn on 127.0.0.1) -> a stand-in upstream.
+
+A fault injected into the real repair path is caught by the shadow verifier and the session's
+next call encodes in full; /metrics counts by client API and route; spans reach an OTLP
+receiver without keys or content; the admin endpoints are closed off a loopback bind.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+from fastapi import FastAPI
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.config import Settings
+from app.main import create_app
+from app.tokenization.pieces import PieceEncoder
+from app.tokenization.reference import IdArray
+from app.tokenization.repair import Plan, Repairer
+from app.tokenization.store import SessionState
+from tests.api.servers import StubUpstream, serving
+from tests.api.test_faults import expected_ids
+
+MODEL = "m"
+SECRET_KEY = "sk-telemetry-secret-0123456789"
+CONTENT = "the-private-words-of-a-user"
+
+
+@contextmanager
+def proxy(folder: Path, **options: Any) -> Iterator[tuple[FastAPI, httpx.Client, StubUpstream]]:
+    stub = StubUpstream()
+    with stub.serve() as upstream:
+        config = {"alignment_check": False, **options}
+        app = create_app(Settings(upstream=upstream, tokenizer=folder, model=MODEL, **config))
+        with serving(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+            yield app, client, stub
+
+
+def metric(client: httpx.Client, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def conversation(turns: int) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": "You answer briefly. " * 30}]
+    for k in range(turns):
+        messages += [
+            {"role": "user", "content": f"question {k}: how do the parts {k} fit together?"},
+            {"role": "assistant", "content": f"They fit like this, step {k}."},
+        ]
+    return [*messages, {"role": "user", "content": "and then?"}]
+
+
+def corrupt_one_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault in repair: the assembled ids get one wrong id in the middle."""
+    assemble = Repairer.assemble
+
+    def faulty(
+        self: Repairer, old: SessionState, new: bytes, plan: Plan
+    ) -> tuple[IdArray, Any]:
+        ids, ends = assemble(self, old, new, plan)
+        ids = ids.copy()
+        ids[len(ids) // 2] = 100 if ids[len(ids) // 2] != 100 else 101
+        return ids, ends
+
+    monkeypatch.setattr(Repairer, "assemble", faulty)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_repair_fault_is_caught_and_the_next_call_full_encodes(
+    smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    corrupt_one_id(monkeypatch)
+    with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=tmp_path) as (_, client, stub):
+        routes = []
+        for turns in (1, 2, 3):
+            body = {"model": MODEL, "messages": conversation(turns), "stream": stream}
+            reply = client.post("/v1/chat/completions", json=body, headers={"x-session-id": "c"})
+            assert reply.status_code == 200
+            routes.append(reply.headers["x-toksplice-route"])
+            if turns == 2:  # the corrupted repair went upstream; the verifier must catch it
+                assert stub.requests[-1]["prompt"] != expected_ids(smollm2_dir, body)
+                wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
+        assert routes == ["full", "edit", "full"]
+        assert stub.requests[-1]["prompt"] == expected_ids(smollm2_dir, body)
+        [repro_file] = tmp_path.iterdir()
+        repro = orjson.loads(repro_file.read_bytes())
+        first = repro["first_index"]
+        assert repro["expected"][:first] == repro["actual"][:first]
+        assert repro["expected"][first] != repro["actual"][first]
+        assert first == len(repro["actual"]) // 2
+        wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 3)
+
+
+def test_divergence_can_switch_repair_off_until_restart(
+    smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corrupt_one_id(monkeypatch)
+    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path}
+    with proxy(smollm2_dir, shadow_disable_on_divergence=True, **options) as (app, client, _):
+        for turns in (1, 2):
+            body = {"model": MODEL, "messages": conversation(turns)}
+            client.post("/v1/chat/completions", json=body, headers={"x-session-id": "a"})
+        wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
+        routes = []
+        for turns in (1, 2):  # another session: no repair any more
+            body = {"model": MODEL, "messages": conversation(turns)}
+            reply = client.post("/v1/chat/completions", json=body, headers={"x-session-id": "b"})
+            routes.append(reply.headers["x-toksplice-route"])
+        assert routes == ["full", "full"]
+        app.state.telemetry.drain()
+        assert metric(client, "toksplice_fallbacks_total", reason="shadow verifier divergence") == 1
+        [latest, *_] = client.get("/debug/traces.json").json()["requests"]
+        [tokenize] = [s for s in latest["spans"] if s["name"] == "tokenize"]
+        assert tokenize["attributes"]["toksplice.fallback"] == "shadow verifier divergence"
+
+
+def test_typed_special_token_prompts_are_verified_too(
+    smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Route "pieces" is checked against its own contract: exact prompts pass, and a fault in
+    the piece encoder is caught."""
+    typed = [{"role": "user", "content": f"what does <|im_end|> mean? {CONTENT}"}]
+    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path}
+    with proxy(smollm2_dir, **options) as (_, client, _stub):
+        for turn in range(3):
+            messages = [*typed, {"role": "user", "content": f"turn {turn} <|endoftext|>"}]
+            reply = client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages})
+            assert reply.headers["x-toksplice-route"] == "pieces"
+            typed = messages
+        wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 3)
+        assert metric(client, "toksplice_shadow_divergences_total") == 0
+
+        encode = PieceEncoder.encode
+
+        def faulty(self: PieceEncoder, *args: Any, **kwargs: Any) -> tuple[IdArray, int]:
+            ids, reused = encode(self, *args, **kwargs)
+            return np.concatenate([ids[:-1], ids[-1:] + 1]), reused
+
+        monkeypatch.setattr(PieceEncoder, "encode", faulty)
+        client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})
+        wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
+        [repro_file] = tmp_path.iterdir()
+        assert orjson.loads(repro_file.read_bytes())["route"] == "pieces"
+
+
+def test_metrics_count_requests_by_api_and_route(smollm2_dir: Path) -> None:
+    with proxy(smollm2_dir, shadow_rate=0.0) as (app, client, _):
+        for turns in (1, 2):
+            body = {"model": MODEL, "messages": conversation(turns), "stream": turns == 2}
+            client.post("/v1/chat/completions", json=body, headers={"x-session-id": "m"})
+        anthropic = {"model": MODEL, "max_tokens": 8, "stream": True,
+                     "messages": [{"role": "user", "content": "hello from claude"}]}  # fmt: skip
+        assert client.post("/v1/messages", json=anthropic).status_code == 200
+        assert client.post("/v1/responses", json={"model": MODEL, "input": "hi"}).status_code == 200
+        app.state.telemetry.drain()
+        count = lambda api, route: metric(  # noqa: E731
+            client, "toksplice_requests_total", api=api, route=route, outcome="ok"
+        )
+        assert count("chat", "full") == 1 and count("chat", "edit") == 1
+        assert count("messages", "full") == 1 and count("responses", "full") == 1
+        assert metric(client, "toksplice_tokenize_seconds_count", route="full") == 3
+        assert metric(client, "toksplice_ttft_seconds_count", api="chat") == 2
+        assert metric(client, "toksplice_proxy_added_seconds_count", api="messages") == 1
+        assert metric(client, "toksplice_reused_tokens_total", route="edit") > 0
+        assert metric(client, "toksplice_fallbacks_total", reason="no stored transcript") == 3
+        assert metric(client, "toksplice_session_store_sessions") == 3
+        assert metric(client, "toksplice_session_store_bytes") > 0
+        text = client.get("/metrics").text
+        names = ("shadow_checks", "shadow_drops", "shadow_divergences", "session_store_evictions")
+        for name in names:
+            assert f"toksplice_{name}_total " in text
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    posts: list[tuple[str, bytes]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        self.posts.append((self.path, body))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
+    posts: list[tuple[str, bytes]] = []
+    handler = type("Receiver", (_Receiver,), {"posts": posts})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", posts
+    finally:
+        server.shutdown()
+
+
+def test_spans_reach_otlp_and_the_console_without_keys_or_content(
+    smollm2_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": CONTENT}]}
+    headers = {"authorization": f"Bearer {SECRET_KEY}", "x-session-id": "conversation-7"}
+    with otlp_receiver() as (endpoint, posts):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        with proxy(smollm2_dir, trace_console=True) as (app, client, _):
+            for _ in range(2):
+                assert client.post("/v1/chat/completions", json=body, headers=headers).is_success
+            app.state.telemetry.drain()
+            page = client.get("/debug/traces").text + client.get("/debug/traces.json").text
+            scraped = client.get("/metrics").text
+        # the app has stopped: its exporters flushed
+    assert posts and {path for path, _ in posts} == {"/v1/traces"}
+    spans = []
+    for _, raw in posts:
+        request = ExportTraceServiceRequest.FromString(raw)
+        spans += [s for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
+    names = sorted(s.name for s in spans)
+    assert names.count("chat m") == 2
+    for name in ("parse", "render", "tokenize", "upstream", "stream back"):
+        assert names.count(name) == 2, names
+    [root, *_] = [s for s in spans if s.name == "chat m"]
+    attributes = {a.key: a.value for a in root.attributes}
+    assert attributes["gen_ai.operation.name"].string_value == "chat"
+    assert attributes["gen_ai.request.model"].string_value == MODEL
+    assert attributes["gen_ai.usage.input_tokens"].int_value > 0
+    assert attributes["toksplice.route"].string_value in ("full", "hit")
+    console = capsys.readouterr().out
+    assert '"name": "chat m"' in console
+    logs = "\n".join(r.getMessage() for r in caplog.records)
+    for secret in (SECRET_KEY, CONTENT, "conversation-7"):
+        for where in (b"".join(raw for _, raw in posts).decode("latin-1"), page, console, logs,
+                      scraped):  # fmt: skip
+            assert secret not in where
+
+
+@pytest.mark.parametrize(
+    ("admin_key", "headers", "status"),
+    [
+        (None, {}, 404),
+        ("k-admin", {}, 403),
+        ("k-admin", {"authorization": "Bearer wrong"}, 403),
+        ("k-admin", {"authorization": "Bearer k-admin"}, 200),
+        ("k-admin", {"x-admin-key": "k-admin"}, 200),
+    ],
+)
+def test_admin_endpoints_need_loopback_or_the_admin_key(
+    smollm2_dir: Path, admin_key: str | None, headers: dict[str, str], status: int
+) -> None:
+    # host is what the proxy believes it is bound to; the test server listens on 127.0.0.1
+    with proxy(smollm2_dir, host="0.0.0.0", admin_key=admin_key) as (_, client, _stub):
+        for path in ("/metrics", "/debug/traces", "/debug/traces.json", "/debug/static/traces.js"):
+            reply = client.get(path, headers=headers)
+            assert reply.status_code == status, path
+            if status != 200:
+                error = reply.json()["error"]
+                assert error["code"] == status and "admin key" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "outcome"),
+    [("error500", "upstream_error"), ("die", "upstream_error"), ("slow", "cancelled")],
+)
+def test_failed_requests_are_counted_and_traced_with_their_outcome(
+    smollm2_dir: Path, mode: str, outcome: str
+) -> None:
+    with proxy(smollm2_dir, shadow_rate=0.0) as (_, client, stub):
+        stub.mode = mode
+        body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with client.stream("POST", "/v1/chat/completions", json=body) as reply:
+            for line in reply.iter_lines():
+                if mode == "slow" and '"x"' in line:
+                    break  # a client that goes away mid-answer
+        labels = {"api": "chat", "route": "full", "outcome": outcome}
+        wait_for(lambda: metric(client, "toksplice_requests_total", **labels) == 1)
+        [request] = client.get("/debug/traces.json").json()["requests"]
+        assert request["outcome"] == outcome
+        names = [s["name"] for s in request["spans"]]
+        assert ("stream back" in names) == (mode != "error500")  # ended after the first token
