@@ -79,7 +79,7 @@ class PieceEncoder:
         self,
         find: re.Pattern[str],
         special_ids: dict[str, IdArray],
-        encode_piece: Callable[[str], IdArray],
+        encode_piece: Callable[[str, str], IdArray],
         *,
         cache_bytes: int,
     ) -> None:
@@ -112,13 +112,13 @@ class PieceEncoder:
             if resync is not None:
                 run = resync.run_at(match, self._longest)
                 if run is not None:
-                    self._piece(text[position : match.start()], restore, tenant, out)
+                    self._piece(text[position : match.start()], restore, tenant, session, out)
                     position = _copy_matches(resync.old, run, out)
                     continue
-            self._piece(text[position : match.start()], restore, tenant, out)
+            self._piece(text[position : match.start()], restore, tenant, session, out)
             out.add_match(match.start(), match.end(), self._special_ids[match.group()])
             position = match.end()
-        self._piece(text[position:], restore, tenant, out)
+        self._piece(text[position:], restore, tenant, session, out)
         ids = np.concatenate(out.ids) if out.ids else np.zeros(0, dtype=np.int32)
         state = PieceState(
             text,
@@ -153,7 +153,11 @@ class PieceEncoder:
         out.id_index.extend(old.id_index[:kept].tolist())
         return int(old.ends[kept - 1])
 
-    def _piece(self, piece: str, restore: Callable[[str], str], tenant: str, out: _Builder) -> None:
+    def _piece(
+        self, piece: str, restore: Callable[[str], str], tenant: str, session: str, out: _Builder
+    ) -> None:
+        """Ids of the piece: from the tenant's piece cache, else encoded (``encode_piece`` may
+        repair it from the session's previous piece in the same place)."""
         if not piece:
             return
         text = restore(piece)
@@ -162,7 +166,7 @@ class PieceEncoder:
         if found is not None:
             out.add_ids(found, reused=True)
             return
-        found = self._encode_piece(text)
+        found = self._encode_piece(text, f"{session}#piece{len(out.starts)}")
         self._pieces.put(key, found, 4 * len(text) + found.nbytes)
         out.add_ids(found, reused=False)
 

@@ -18,6 +18,7 @@ the text, so they are not stored for repair).
 from __future__ import annotations
 
 import itertools
+import json
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -31,11 +32,14 @@ from tokenizers import Tokenizer
 from app.errors import BadRequestError, TokenizerSpecError
 from app.tokenization.lru import LruCache
 from app.tokenization.pieces import PieceEncoder
-from app.tokenization.reference import IdArray
+from app.tokenization.reference import IdArray, ReferenceEncoder
+from app.tokenization.session import SessionTokenizer
+from app.tokenization.spec import spec_from_json
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)
 _SENTINELS = re.compile("[\U0010fd00-\U0010fffd]")
+_REPAIRED_PIECE = 2048  # characters from which a changed piece is repaired, not encoded whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +98,11 @@ class TypedSpecials:
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
         plain = Tokenizer.from_str(tokenizer.to_str())
         plain.encode_special_tokens = True
+        repairs = _piece_sessions(plain, cache_bytes // 4)
 
-        def encode_piece(text: str) -> IdArray:
+        def encode_piece(text: str, key: str) -> IdArray:
+            if repairs is not None and len(text) >= _REPAIRED_PIECE:
+                return repairs.encode(text, session=key).ids
             return np.asarray(plain.encode(text, add_special_tokens=False).ids, np.int32)
 
         special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
@@ -230,6 +237,19 @@ def _totals(checked: Iterable[_Checked]) -> tuple[int, int, int]:
         sum(c.sentinel for c in items),
         sum(c.size for c in items),
     )
+
+
+def _piece_sessions(plain: Tokenizer, store_bytes: int) -> SessionTokenizer | None:
+    """A session tokenizer for pieces (special tokens are text in them): a long piece that
+    changed (Claude Code's system prompt, edited by its billing line on every call) is
+    repaired from its previous version, as whole transcripts are.  Its cut rules see only
+    the added tokens that are still matched."""
+    data = json.loads(plain.to_str())
+    data["added_tokens"] = [t for t in data.get("added_tokens") or [] if not t.get("special")]
+    spec = spec_from_json(data)
+    if not spec.proven:
+        return None
+    return SessionTokenizer(ReferenceEncoder(plain), spec, store_bytes=store_bytes)
 
 
 def _approx_bytes(item: Any) -> int:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from app.tokenization import typed_specials
 from app.tokenization.typed_specials import Masked, TypedSpecials
 
 SENTINEL = "\U0010fd00"
@@ -91,9 +92,25 @@ def _apply(text: str, op: str, a: float, b: float, fragment: str) -> str:
     return text[:i] + fragment + text[j:]
 
 
+@pytest.mark.parametrize("repaired_from", [0, 2048], ids=["pieces-repaired", "pieces-encoded"])
 @settings(max_examples=250, deadline=None)
 @given(texts, edits, st.integers(0, 10**9))
 def test_edited_sessions_match_the_reference(
+    qwen: Tokenizer,
+    plain: Tokenizer,
+    typed: TypedSpecials,
+    repaired_from: int,
+    start: str,
+    changes: list[tuple[str, float, float, str, bool]],
+    session: int,
+) -> None:
+    """(``repaired_from``: the piece length from which a changed piece is repaired from the
+    session's previous piece rather than encoded whole.)"""
+    with mock.patch.object(typed_specials, "_REPAIRED_PIECE", repaired_from):
+        check_edits(qwen, plain, typed, start, changes, session)
+
+
+def check_edits(
     qwen: Tokenizer,
     plain: Tokenizer,
     typed: TypedSpecials,
