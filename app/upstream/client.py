@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -79,13 +80,17 @@ class UpstreamClient:
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """JSON payloads of an upstream SSE stream's ``data:`` lines, until ``[DONE]``."""
+    """JSON payloads of an upstream SSE stream's ``data:`` lines, until ``[DONE]``; the rest
+    of the body is then read, so that the connection goes back to the pool (httpx closes a
+    connection whose response was left unread, and the next call would connect anew)."""
+    lines = response.aiter_lines()
     try:
-        async for line in response.aiter_lines():
+        async for line in lines:
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                await _drain(lines)
                 return
             if data:
                 payload = _json(data.encode())
@@ -96,6 +101,14 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
         raise UpstreamTimeoutError("upstream stalled mid-stream") from exc
     except httpx.TransportError as exc:
         raise UpstreamUnavailableError(f"upstream failed mid-stream: {exc!r}") from exc
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Reads what follows ``[DONE]`` (normally nothing); the answer is complete, so a failure
+    here only costs the connection."""
+    with contextlib.suppress(httpx.HTTPError):
+        async for _ in lines:
+            pass
 
 
 def _json(data: bytes) -> Any:

@@ -88,6 +88,8 @@ class StubUpstream:
     callers: list[str] = field(default_factory=list)
     """The ``authorization`` header of each completion request (which proxy sent it)."""
     tokenized: list[str] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
+    """The client port of each completion request: one per upstream connection used."""
     cancelled_flag: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
 
@@ -118,6 +120,7 @@ class StubUpstream:
         body = orjson.loads(await request.body())
         self.requests.append(body)
         self.callers.append(request.headers.get("authorization", ""))
+        self.ports.append(request.client.port if request.client else 0)
         if self.mode == "error500":
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)
         if self.mode == "error400":

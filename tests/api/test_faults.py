@@ -128,6 +128,18 @@ def test_client_disconnect_cancels_the_upstream(smollm2_dir: Path) -> None:
         assert stub.cancelled_flag.wait(5), "the upstream response was never cancelled"
 
 
+def test_streamed_answers_reuse_the_upstream_connection(smollm2_dir: Path) -> None:
+    """A streamed answer is read to its end, so its connection goes back to the pool: calls
+    after it do not pay a new connect."""
+    stub = StubUpstream()
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with stub.serve() as upstream, proxy(upstream, smollm2_dir) as http:
+        for stream in (True, True, False, True):
+            reply = http.post("/v1/chat/completions", json=body | {"stream": stream})
+            assert reply.status_code == 200, reply.text
+    assert len(stub.ports) == 4 and len(set(stub.ports)) == 1, stub.ports
+
+
 @pytest.mark.parametrize("chunked", [False, True])
 def test_body_over_limit_is_413(smollm2_dir: Path, chunked: bool) -> None:
     stub = StubUpstream()
