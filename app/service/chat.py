@@ -138,7 +138,9 @@ class ChatService:
                 fallback="special-token text in client content",
             )
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them
-            self.telemetry.shadow.offer(self.tokenizer, key, text, encoding, masked)
+            self.telemetry.shadow.offer(
+                self.tokenizer, key, text, encoding, masked, self.typed_specials
+            )
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         timings.render_s = rendered - started
         timings.tokenize_s = time.perf_counter() - rendered

@@ -27,7 +27,7 @@ from app.telemetry.metrics import Metrics
 from app.telemetry.oracle import Oracle, first_divergence
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.reference import IdArray
-from app.tokenization.typed_specials import Masked
+from app.tokenization.typed_specials import Masked, TypedSpecials
 
 log = logging.getLogger("toksplice.shadow")
 
@@ -44,6 +44,8 @@ class ShadowJob:
     sentinels: dict[str, str] | None
     ids: IdArray
     route: str
+    typed: TypedSpecials | None
+    """Where route "pieces" keeps its session state."""
 
 
 class ShadowVerifier:
@@ -66,13 +68,16 @@ class ShadowVerifier:
         text: str,
         encoding: Encoding,
         masked: Masked | None,
+        typed: TypedSpecials | None = None,
     ) -> None:
         """Samples this request for a check (cheap; never blocks).  ``text`` is the rendered
         prompt, rendered from ``masked`` when the client content held special-token text."""
         if self._rate <= 0 or self._random.random() >= self._rate:
             return
         sentinels = None if masked is None else masked.tokens
-        job = ShadowJob(tokenizer, session, text, sentinels, encoding.ids, encoding.route)
+        job = ShadowJob(
+            tokenizer, session, text, sentinels, encoding.ids, encoding.route, typed
+        )
         try:
             self._jobs.put_nowait(job)
         except queue.Full:
@@ -104,10 +109,15 @@ class ShadowVerifier:
 
     def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
         """Forget, switch off, reproduce, log; the metric last (once it counts, all is done)."""
+        pieces = job.typed if job.sentinels is not None else None
         if job.sentinels is None:
             job.tokenizer.forget(job.session)
+        elif pieces is not None:
+            pieces.forget(job.session)
         if self._disable_on_divergence:
             job.tokenizer.disable_repair("shadow verifier divergence")
+            if pieces is not None:
+                pieces.disable_repair("shadow verifier divergence")
         tokenizer_id = _tokenizer_id(job.tokenizer)
         repro = self._write_repro(job, expected, index, tokenizer_id)
         event = {
@@ -118,7 +128,7 @@ class ShadowVerifier:
             "expected_ids": len(expected),
             "actual_ids": len(job.ids),
             "tokenizer": tokenizer_id,
-            "session_forgotten": job.sentinels is None,
+            "session_forgotten": job.sentinels is None or pieces is not None,
             "repair_disabled": self._disable_on_divergence,
             "repro": str(repro) if repro else None,
         }

@@ -39,6 +39,20 @@ class LruCache(Generic[K, V]):
                 _, (_, evicted) = self._entries.popitem(last=False)
                 self._bytes -= evicted
 
+    def drop(self, key: K) -> V | None:
+        """Removes ``key``; returns its value, if it was there."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self._bytes -= entry[1]
+            return entry[0]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"entries": len(self._entries), "bytes": self._bytes}

@@ -131,6 +131,13 @@ class PieceEncoder:
         self._states.put(session, state, state.nbytes)
         return ids, out.reused
 
+    def forget(self, session: str) -> int:
+        """Drops the session's state and every cached piece (after a divergence nothing
+        cached is trusted); returns how many pieces its last call had."""
+        state = self._states.drop(session)
+        self._pieces.clear()
+        return 0 if state is None else len(state.starts) + 1
+
     def stats(self) -> dict[str, int]:
         pieces, states = self._pieces.stats(), self._states.stats()
         return {

@@ -264,6 +264,8 @@ class SessionTokenizer:
                     encoded += part.end - part.start
         if full_bytes is not None:
             encoded = full_bytes
+        if route == "hit":
+            reused = len(ids)
         with self._lock:
             self._counts["route:" + route] += 1
             if reason is not None:

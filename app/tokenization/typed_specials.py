@@ -98,7 +98,7 @@ class TypedSpecials:
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
         plain = Tokenizer.from_str(tokenizer.to_str())
         plain.encode_special_tokens = True
-        repairs = _piece_sessions(plain, cache_bytes // 4)
+        self._repairs = repairs = _piece_sessions(plain, cache_bytes // 4)
 
         def encode_piece(text: str, key: str) -> IdArray:
             if repairs is not None and len(text) >= _REPAIRED_PIECE:
@@ -112,6 +112,20 @@ class TypedSpecials:
             if self._find is not None
             else None
         )
+
+    def forget(self, session: str) -> None:
+        """Drops what the session's calls left (the shadow verifier caught a divergence):
+        its scan memo, piece state and repaired pieces, and the piece cache."""
+        self._memos.drop(session)
+        pieces = self._pieces.forget(session) if self._pieces is not None else 0
+        if self._repairs is not None:
+            for k in range(pieces):
+                self._repairs.forget(f"{session}#piece{k}")
+
+    def disable_repair(self, reason: str) -> None:
+        """Encodes every piece whole from now on (see ``SessionTokenizer.disable_repair``)."""
+        if self._repairs is not None:
+            self._repairs.disable_repair(reason)
 
     @property
     def piece_stats(self) -> dict[str, int]:

@@ -143,7 +143,7 @@ def test_typed_special_token_prompts_are_verified_too(
     the piece encoder is caught."""
     typed = [{"role": "user", "content": f"what does <|im_end|> mean? {CONTENT}"}]
     options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path}
-    with proxy(smollm2_dir, **options) as (_, client, _stub):
+    with proxy(smollm2_dir, **options) as (app, client, _stub):
         for turn in range(3):
             messages = [*typed, {"role": "user", "content": f"turn {turn} <|endoftext|>"}]
             reply = client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages})
@@ -163,6 +163,13 @@ def test_typed_special_token_prompts_are_verified_too(
         wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
         [repro_file] = tmp_path.iterdir()
         assert orjson.loads(repro_file.read_bytes())["route"] == "pieces"
+        # the session's piece state and the piece cache were dropped (the metric counts last)
+        stats = app.state.chat.typed_specials.piece_stats
+        assert stats["sessions"] == 0 and stats["pieces"] == 0
+        monkeypatch.undo()
+        client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})
+        wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 5)
+        assert metric(client, "toksplice_shadow_divergences_total") == 1
 
 
 def test_metrics_count_requests_by_api_and_route(smollm2_dir: Path) -> None:

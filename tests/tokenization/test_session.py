@@ -57,6 +57,7 @@ def test_grown_sessions_match_reference(
         for text in versions:
             enc = tok.encode(text, session=session, tenant="anon")
             assert list(enc.ids) == _ids(ref, text), (versions, text, enc.route)
+            assert enc.route != "hit" or enc.reused_tokens == len(enc.ids)
             if enc.copied is not None:
                 _check_copied(enc)
                 assert enc.copied.source is previous or previous is None or not keyed
