@@ -45,6 +45,12 @@ from loadtest.agent_sessions import chat_requests
 
 QWEN3 = Path(__file__).resolve().parents[1] / ".assets" / "qwen3"
 COMPONENT_RUNS = 5000
+HTTP11_EVENTS = [
+    f"http11.{step}.{state}"
+    for step in ("send_request_headers", "send_request_body", "receive_response_headers")
+    for state in ("started", "complete")
+] + ["http11.receive_response_body.started", "http11.receive_response_body.complete",
+     "http11.response_closed.started", "http11.response_closed.complete"]  # fmt: skip
 CONFIGS = {
     "off": {"tracing": False, "shadow_rate": 0.0},
     "tracing": {"shadow_rate": 0.0},
@@ -104,7 +110,7 @@ async def main(chars: int, sessions: int) -> None:
                         totals[name].append(drained - started)
         tracing_app = clients["tracing"][1]
         service = clients["tracing"][2]
-        hot, total = components(tracing_app, service)
+        hot, total = await components(tracing_app, service)
         export = span_export_cost(service)
     print(f"{len(times['off'])} requests per configuration, sessions up to {chars:,} chars")
     _table("latency (request sent -> answer read)", times)
@@ -135,10 +141,11 @@ def span_export_cost(service: ChatService) -> float:
     return (time.perf_counter() - started) / COMPONENT_RUNS
 
 
-def components(telemetry: Telemetry, service: ChatService) -> tuple[float, float]:
-    """Per-request seconds of the request path's telemetry (observer marks, chunk sniffing,
-    the hand-over and the shadow sampling draw) and of that plus the worker's spans and
-    metrics, measured serially with a real encoding's record."""
+async def components(telemetry: Telemetry, service: ChatService) -> tuple[float, float]:
+    """Per-request seconds of the request path's telemetry (observer marks, httpx's trace
+    events of a request on a pooled connection, chunk sniffing, the hand-over and the shadow
+    sampling draw) and of that plus the worker's metrics and ring, measured serially with a
+    real encoding's record."""
     encoding = service.tokenizer.encode("a prompt " * 200, session="bench/components")
     chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}
     last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
@@ -153,6 +160,8 @@ def components(telemetry: Telemetry, service: ChatService) -> tuple[float, float
         telemetry.shadow.offer(service.tokenizer, "bench/components", "", encoding, None)
         with telemetry.observe(prepared, "llamacpp") as seen:  # type: ignore[arg-type]
             timings.upstream_sent = time.perf_counter()
+            for event in HTTP11_EVENTS:
+                await seen.http_trace(event, {})
             seen.accepted()
             for _ in range(3):
                 seen.chunk(chunk)
