@@ -137,11 +137,11 @@ class ChatService:
                 reused_tokens=reused,
                 fallback="special-token text in client content",
             )
+        ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them
             self.telemetry.shadow.offer(
-                self.tokenizer, key, text, encoding, masked, self.typed_specials
+                self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text
             )
-        ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         timings.render_s = rendered - started
         timings.tokenize_s = time.perf_counter() - rendered
         prompt = Prompt(

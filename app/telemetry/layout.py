@@ -43,6 +43,9 @@ def child_spans(record: RequestRecord) -> list[SpanPlan]:
         spans.append(
             SpanPlan("tokenize", rendered, rendered + t.tokenize_s, _tokenize_attributes(record))
         )
+        if record.encoding.lookup_s:  # within tokenize: before the reference encodes
+            looked_up = rendered + record.encoding.lookup_s
+            spans.append(SpanPlan("session lookup/diff", rendered, looked_up))
     if t.upstream_connected:
         spans.append(SpanPlan("connect", t.upstream_connecting, t.upstream_connected))
     if t.upstream_sent:
@@ -95,6 +98,7 @@ def _tokenize_attributes(record: RequestRecord) -> dict[str, Any]:
         "toksplice.encoded_bytes": enc.encoded_bytes,
         "toksplice.searches": enc.searches,
         "toksplice.retries": enc.retries,
+        "toksplice.window": enc.window,
     }
     if enc.fallback is not None:
         attributes["toksplice.fallback"] = enc.fallback

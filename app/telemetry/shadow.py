@@ -11,6 +11,7 @@ switched off for the tokenizer until restart.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import queue
@@ -20,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from app.config import Settings
@@ -46,6 +48,9 @@ class ShadowJob:
     route: str
     typed: TypedSpecials | None
     """Where route "pieces" keeps its session state."""
+    sent: bytes | None
+    """The ids as the JSON text that went upstream (spliced from earlier calls' text): the
+    ids checked are these, what the upstream got."""
 
 
 class ShadowVerifier:
@@ -69,6 +74,7 @@ class ShadowVerifier:
         encoding: Encoding,
         masked: Masked | None,
         typed: TypedSpecials | None = None,
+        sent: bytes | None = None,
     ) -> None:
         """Samples this request for a check (cheap; never blocks).  ``text`` is the rendered
         prompt, rendered from ``masked`` when the client content held special-token text."""
@@ -76,7 +82,7 @@ class ShadowVerifier:
             return
         sentinels = None if masked is None else masked.tokens
         job = ShadowJob(
-            tokenizer, session, text, sentinels, encoding.ids, encoding.route, typed
+            tokenizer, session, text, sentinels, encoding.ids, encoding.route, typed, sent
         )
         try:
             self._jobs.put_nowait(job)
@@ -103,6 +109,10 @@ class ShadowVerifier:
             oracle = self._oracles[id(job.tokenizer)] = Oracle(reference)
         expected = oracle.ids(job.text, job.sentinels)
         self._metrics.shadow_checks.inc()
+        if job.sent is not None:
+            job = dataclasses.replace(
+                job, ids=np.asarray(orjson.loads(b"[" + job.sent + b"]"), dtype=np.int32)
+            )
         index = first_divergence(expected, job.ids)
         if index is not None:
             self._diverged(job, expected, index)

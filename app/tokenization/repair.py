@@ -57,6 +57,10 @@ class SearchStats:
     retries: int = 0
     misses: int = 0
     rejected: int = 0
+    widest: int = 0
+    """The widest window a search looked in (bytes)."""
+    seconds: float = 0.0
+    """Time spent planning: the diff and the cut searches."""
 
 
 @dataclass(slots=True)
@@ -164,6 +168,7 @@ class Repairer:
         stats.searches += 1
         width = self.window
         for attempt in range(self.doublings + 1):
+            stats.widest = max(stats.widest, width)
             if ascending:
                 lo, hi = region[0], region[0] + width
             else:

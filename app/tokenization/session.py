@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,10 @@ class Encoding:
     copied: CopiedIds | None = None
     """Stretches of ``ids`` copied from the session's previous ids (so callers can reuse
     what they derived from those, such as their JSON)."""
+    lookup_s: float = 0.0
+    """Time to find the stored transcript and diff against it (cut searches included)."""
+    window: int = 0
+    """The widest window a cut search looked in (bytes); 0 when none ran."""
 
 
 class SessionTokenizer:
@@ -118,6 +123,7 @@ class SessionTokenizer:
         the longest prefix is used.  ``tenant`` scopes content lookup when there is no session.
         """
         _check_text(text)
+        started = time.perf_counter()
         scope = _tenant_of(session, tenant)
         key: SessionKey | None = (scope, "s:" + session) if session is not None else None
         base = self.store.get(key) if key is not None else None
@@ -131,6 +137,7 @@ class SessionTokenizer:
                 base_key, base = self._by_content(scope, data)
         if len(data) > _MAX_TEXT_BYTES:
             raise InvalidTextError("text is larger than 2 GiB")
+        looked_up = time.perf_counter() - started
         core, route, plan, reason, copied = self._core(text, data, base, prefix)
         if key is None:
             # A keyless call supersedes the content entry it grew from.
@@ -142,9 +149,12 @@ class SessionTokenizer:
             self._recent.put(key, text, core)
         ids = self._framed(text, core.ids, add_special_tokens)
         encoding = self._record(ids, route, plan, reason, len(data) if route == "full" else None)
-        if copied is None or ids is not core.ids:
-            return encoding
-        return dataclasses.replace(encoding, copied=copied)
+        planned = plan.stats.seconds if plan is not None else 0.0
+        window = plan.stats.widest if plan is not None else 0
+        copied = copied if ids is core.ids else None
+        return dataclasses.replace(
+            encoding, copied=copied, lookup_s=looked_up + planned, window=window
+        )
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
@@ -215,7 +225,9 @@ class SessionTokenizer:
             return base, "hit", None, None, CopiedIds(base.ids, whole)
         if prefix is None:
             prefix = common_prefix(base.text, data)
+        planning = time.perf_counter()
         plan = self._repairer.plan(base, data, prefix)
+        plan.stats.seconds = time.perf_counter() - planning
         if not plan.reused_runs:
             return self._full(text, data), "full", plan, "no stable cut in window", None
         ids, ends, copied = self._repairer.assemble(base, data, plan)

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.main import create_app
+from app.tokenization.ids_json import IdsJson
 from app.tokenization.pieces import PieceEncoder
 from app.tokenization.reference import IdArray
 from app.tokenization.repair import Plan, Repairer
@@ -78,11 +79,11 @@ def corrupt_one_id(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def faulty(
         self: Repairer, old: SessionState, new: bytes, plan: Plan
-    ) -> tuple[IdArray, Any]:
-        ids, ends = assemble(self, old, new, plan)
+    ) -> tuple[IdArray, Any, None]:
+        ids, ends, _ = assemble(self, old, new, plan)
         ids = ids.copy()
         ids[len(ids) // 2] = 100 if ids[len(ids) // 2] != 100 else 101
-        return ids, ends
+        return ids, ends, None  # nothing claimed copied: the id JSON is made from these ids
 
     monkeypatch.setattr(Repairer, "assemble", faulty)
 
@@ -113,6 +114,31 @@ def test_a_repair_fault_is_caught_and_the_next_call_full_encodes(
         wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 3)
 
 
+def test_the_id_json_sent_upstream_is_what_is_checked(
+    smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ids go upstream as JSON spliced from earlier calls' JSON: a fault there (one id's
+    digits changed) is caught though the ids themselves are right."""
+    spliced = IdsJson.spliced
+
+    def faulty(self: IdsJson, ids: IdArray, copied: Any = None) -> IdsJson:
+        out = spliced(self, ids, copied)
+        cut = int(out.ends[len(ids) // 2])
+        digit = b"1" if out.text[cut - 1 : cut] != b"1" else b"2"
+        return IdsJson(out.ids, out.text[: cut - 1] + digit + out.text[cut:], out.ends)
+
+    monkeypatch.setattr(IdsJson, "spliced", faulty)
+    with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=tmp_path) as (_, client, stub):
+        for turns in (1, 2):
+            body = {"model": MODEL, "messages": conversation(turns)}
+            reply = client.post("/v1/chat/completions", json=body, headers={"x-session-id": "j"})
+            assert reply.headers["x-toksplice-route"] == ("full" if turns == 1 else "edit")
+        assert stub.requests[-1]["prompt"] != expected_ids(smollm2_dir, body)
+        wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
+        [repro_file] = tmp_path.iterdir()
+        assert orjson.loads(repro_file.read_bytes())["actual"] == stub.requests[-1]["prompt"]
+
+
 def test_divergence_can_switch_repair_off_until_restart(
     smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +160,7 @@ def test_divergence_can_switch_repair_off_until_restart(
         [latest, *_] = client.get("/debug/traces.json").json()["requests"]
         [tokenize] = [s for s in latest["spans"] if s["name"] == "tokenize"]
         assert tokenize["attributes"]["toksplice.fallback"] == "shadow verifier divergence"
+        assert tokenize["attributes"]["toksplice.window"] == 0  # no cut was searched for
 
 
 def test_typed_special_token_prompts_are_verified_too(
@@ -251,7 +278,7 @@ def test_spans_reach_otlp_and_the_console_without_keys_or_content(
         spans += [s for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
     names = sorted(s.name for s in spans)
     assert names.count("chat m") == 2
-    for name in ("parse", "render", "tokenize", "upstream", "stream back"):
+    for name in ("parse", "render", "tokenize", "session lookup/diff", "upstream", "stream back"):
         assert names.count(name) == 2, names
     [root, *_] = [s for s in spans if s.name == "chat m"]
     attributes = {a.key: a.value for a in root.attributes}

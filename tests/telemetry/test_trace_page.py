@@ -93,8 +93,9 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
     assert reused > 0 and cells[5].startswith(f"{reused} (")  # the reuse figures
     assert cells[4] == str(recorded[1]["prompt_tokens"])
     # the first request opened the upstream connection, the second reused it
-    assert rows[2]["bars"] == ["parse", "render", "tokenize", "connect", "upstream"]
-    assert edit["bars"] == ["parse", "render", "tokenize", "upstream", "stream back"]
+    lookup = "session lookup/diff"
+    assert rows[2]["bars"] == ["parse", "render", "tokenize", lookup, "connect", "upstream"]
+    assert edit["bars"] == ["parse", "render", "tokenize", lookup, "upstream", "stream back"]
     assert rows[0]["bars"][-1] == "upstream"  # a whole answer: no streaming back
 
     assert [r["data-session"] for r in one.rows] == [session, session]

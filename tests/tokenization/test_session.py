@@ -85,6 +85,7 @@ def test_long_session_with_edits_near_start_and_middle(
         )
         enc = tok.encode(text, session="acme/claude-1")
         assert list(enc.ids) == _ids(ref, text)
+        assert enc.lookup_s > 0 and (enc.window >= 512) == (enc.route == "edit")
         routes.append(enc.route)
     assert routes[0] == "full" and set(routes[1:]) == {"edit"}
 
