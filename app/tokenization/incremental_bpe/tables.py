@@ -27,10 +27,9 @@ NAMES = (
 Tables = dict[str, npt.NDArray[np.int32] | npt.NDArray[np.uint8]]
 
 
-def _rows(*columns: npt.NDArray[np.int32] | int, width: int) -> npt.NDArray[np.int32]:
-    """Records of ``width`` int32 fields from columns (missing fields are zero)."""
-    length = max(len(c) for c in columns if not isinstance(c, int))
-    table = np.zeros((length, width), dtype=np.int32)
+def _rows(*columns: npt.NDArray[np.int32], width: int) -> npt.NDArray[np.int32]:
+    """Records of ``width`` int32 fields from equal-length columns (missing fields are zero)."""
+    table = np.zeros((len(columns[0]), width), dtype=np.int32)
     for i, column in enumerate(columns):
         table[:, i] = column
     return table
