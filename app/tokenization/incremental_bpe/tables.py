@@ -110,6 +110,9 @@ def load_tables(path: Path, cache_dir: Path | None) -> tuple[str, Tables]:
             with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".npz", delete=False) as tmp:
                 np.savez(tmp, **tables)  # type: ignore[arg-type]
             os.replace(tmp.name, cached)
+            for stale in cached.parent.glob(f"ibpe-*-{digest}.npz"):  # older formats
+                if stale != cached:
+                    stale.unlink(missing_ok=True)
         except OSError:
             pass
     return digest, tables
