@@ -73,6 +73,13 @@ def test_chat_shaped_appends_take_the_append_path(name: str, tokenizers, referen
     assert routes[0] == "full" and set(routes[1:]) == {"append"}
 
 
+@pytest.mark.parametrize("name", FAMILIES)
+def test_special_tokens_split_across_calls(name: str, tokenizers, references):
+    parts = ["a [INS", "T] b", " [/", "INST] c</", "s>", " d<", "s", ">"]
+    routes = grow(tokenizers(name), references(name), f"t/split-{name}", parts)
+    assert "append" in routes
+
+
 def test_literal_metaspace_takes_the_full_path(tokenizers, references):
     """A literal ▁ in the last segment: full encodes until a special token closes it."""
     parts = ["a b", " ▁c", " d", "</s> e", " f"]

@@ -13,12 +13,12 @@
 
 /* Records are packed so that one visit touches one cache line (field order: tables.py). */
 typedef struct { int32_t len, successor_len, low, high; } TokenInfo;
-typedef struct { int32_t first, fail, search_root, depth; } AcState; /* edges [first, next.first) */
+typedef struct { int32_t search_root, depth; } AcState;
 typedef struct { int32_t token, up, first, end, len, successor_len, low, high; } SearchNode;
 typedef struct { int32_t low, high, node, unused; } SearchChild;
 
-enum { A_TOKENS, A_ORDER, A_AC_STATES, A_AC_EDGES, A_ST_NODES, A_ST_CHILDREN, A_OUT_FIRST,
-       A_OUT_IDS, N_ARRAYS };
+enum { A_TOKENS, A_ORDER, A_AC_STATES, A_AC_BLOCK_OF, A_AC_BLOCKS, A_ST_NODES, A_ST_CHILDREN,
+       A_OUT_FIRST, A_OUT_IDS, N_ARRAYS };
 
 typedef struct {
     PyObject_HEAD
@@ -27,7 +27,8 @@ typedef struct {
     const TokenInfo *tokens;
     const int32_t *order;
     const AcState *ac;
-    const uint32_t *edges; /* label << 24 | target, sorted per state */
+    const int32_t *block_of; /* per state, 16 block numbers: one per high nibble of the byte */
+    const int32_t *blocks;   /* 16 next states per block, by the byte's low nibble */
     const SearchNode *nodes;
     const SearchChild *children;
     const int32_t *out_first, *out_ids;
@@ -83,14 +84,16 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     e->tokens = (const TokenInfo *)e->views[A_TOKENS].buf;
     e->order = (const int32_t *)e->views[A_ORDER].buf;
     e->ac = (const AcState *)e->views[A_AC_STATES].buf;
-    e->edges = (const uint32_t *)e->views[A_AC_EDGES].buf;
+    e->block_of = (const int32_t *)e->views[A_AC_BLOCK_OF].buf;
+    e->blocks = (const int32_t *)e->views[A_AC_BLOCKS].buf;
     e->nodes = (const SearchNode *)e->views[A_ST_NODES].buf;
     e->children = (const SearchChild *)e->views[A_ST_CHILDREN].buf;
     e->out_first = (const int32_t *)e->views[A_OUT_FIRST].buf;
     e->out_ids = (const int32_t *)e->views[A_OUT_IDS].buf;
     e->sentinel = (int32_t)(e->views[A_ORDER].len / 4) - 1;
-    e->states = (int32_t)(e->views[A_AC_STATES].len / sizeof(AcState)) - 1;
-    if (e->sentinel < 256 || e->states < 257 || e->ac[1].first - e->ac[0].first != 256) {
+    e->states = (int32_t)(e->views[A_AC_STATES].len / sizeof(AcState));
+    if (e->sentinel < 256 || e->states < 257 ||
+        e->views[A_AC_BLOCK_OF].len != (Py_ssize_t)e->states * 16 * 4) {
         PyErr_SetString(PyExc_ValueError, "malformed tables");
         engine_release(e);
         return -1;
@@ -109,18 +112,7 @@ static void Engine_dealloc(Engine *e) {
 /* ---- the per-byte update --------------------------------------------------------------- */
 
 static inline int32_t ac_next(const Engine *e, int32_t s, uint8_t c) {
-    while (s) {
-        int32_t lo = e->ac[s].first, hi = e->ac[s + 1].first;
-        while (lo < hi) {
-            int32_t mid = (lo + hi) >> 1;
-            uint32_t edge = e->edges[mid], label = edge >> 24;
-            if (label < c) lo = mid + 1;
-            else if (label > c) hi = mid;
-            else return (int32_t)(edge & 0xFFFFFF);
-        }
-        s = e->ac[s].fail;
-    }
-    return (int32_t)(e->edges[e->ac[0].first + c] & 0xFFFFFF); /* the root has all 256 */
+    return e->blocks[e->block_of[s * 16 + (c >> 4)] * 16 + (c & 15)];
 }
 
 #define SLOT(st, p) ((st)->slots[(p) - (st)->base])

@@ -6,8 +6,9 @@ tokenization of a text is the tokenization of the text before its last token, pl
 Knowing the last token of every prefix is therefore enough, and the last token of ``s + c`` is
 found from a few last tokens of shorter prefixes: an Aho-Corasick step gives the longest token
 ending the text, and a centroid search over that token's suffix tokens finds the deepest one
-passing a one-compare interval test.  Per byte: O(1) amortized for the automaton plus
-O(log^2 t) for the search, t the longest token.
+passing a one-compare interval test.  Per byte: O(1) for the automaton (a blocked transition
+table) and O(log^2 t) for the search, t the longest token, worst case; eager output adds an
+amortized O(1) (each position joins a constant number of chain meets, each a short walk).
 
 Why C: the per-byte loop is a few dozen integer operations, so any interpreter overhead
 dominates.  A small CPython extension (``_core.c``, built by ``pip install``) costs nothing at

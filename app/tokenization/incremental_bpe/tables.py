@@ -11,26 +11,26 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from app.tokenization.incremental_bpe.automaton import build_automaton
+from app.tokenization.incremental_bpe.automaton import build_automaton, transition_blocks
 from app.tokenization.incremental_bpe.forest import intervals, successor_children
 from app.tokenization.incremental_bpe.search_trees import build_search_trees
 from app.tokenization.incremental_bpe.vocabulary import ATOMS, normalize, read_model
 
-FORMAT = "ibpe-3"  # bump when the tables or their meaning change
+FORMAT = "ibpe-4"  # bump when the tables or their meaning change
 CACHE_ENV = "TOKSPLICE_IBPE_CACHE"
 # The arrays the C engine takes, in its order; records are rows (struct layouts in _core.c).
 NAMES = (
-    "tokens", "order", "ac_states", "ac_edges", "st_nodes", "st_children", "out_first", "out_ids"
+    "tokens", "order", "ac_states", "ac_block_of", "ac_blocks", "st_nodes", "st_children",
+    "out_first", "out_ids",
 )  # fmt: skip
 
 # ``dropped``: bytes without any id (the reference drops them; the engine's caller deletes them).
 Tables = dict[str, npt.NDArray[np.int32] | npt.NDArray[np.uint8]]
 
 
-def _rows(*columns: npt.NDArray[np.int32] | int, width: int) -> npt.NDArray[np.int32]:
-    """Records of ``width`` int32 fields from columns (missing fields are zero)."""
-    length = max(len(c) for c in columns if not isinstance(c, int))
-    table = np.zeros((length, width), dtype=np.int32)
+def _rows(*columns: npt.NDArray[np.int32], width: int) -> npt.NDArray[np.int32]:
+    """Records of ``width`` int32 fields from equal-length columns (missing fields are zero)."""
+    table = np.zeros((len(columns[0]), width), dtype=np.int32)
     for i, column in enumerate(columns):
         table[:, i] = column
     return table
@@ -61,14 +61,8 @@ def build_tables(path: Path) -> Tables:
     high = np.append(spans.high, np.int32(-1))
     order = np.append(spans.order, np.int32(-1)).astype(np.int32)
     search_root = trees.root[automaton.entry[1:]]
-    ac_states = _rows(
-        automaton.first,
-        np.append(automaton.fail, 0),
-        np.concatenate([[0], search_root, [0]]),
-        np.append(automaton.depth, 0),
-        width=4,
-    )
-    edges = (automaton.label.astype(np.uint32) << 24) | automaton.target.astype(np.uint32)
+    ac_states = _rows(np.append(0, search_root), automaton.depth, width=2)
+    block_of, blocks = transition_blocks(automaton)
     node_token = trees.token
     st_nodes = _rows(
         node_token,
@@ -88,7 +82,8 @@ def build_tables(path: Path) -> Tables:
         "tokens": _rows(length, successor_length, low, high, width=4),
         "order": order,
         "ac_states": ac_states,
-        "ac_edges": edges.view(np.int32),
+        "ac_block_of": block_of,
+        "ac_blocks": blocks,
         "st_nodes": st_nodes,
         "st_children": st_children,
         "out_first": out_first,
@@ -115,6 +110,9 @@ def load_tables(path: Path, cache_dir: Path | None) -> tuple[str, Tables]:
             with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".npz", delete=False) as tmp:
                 np.savez(tmp, **tables)  # type: ignore[arg-type]
             os.replace(tmp.name, cached)
+            for stale in cached.parent.glob(f"ibpe-*-{digest}.npz"):  # older formats
+                if stale != cached:
+                    stale.unlink(missing_ok=True)
         except OSError:
             pass
     return digest, tables
