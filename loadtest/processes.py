@@ -32,20 +32,27 @@ def process(
         args, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=ROOT
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(health, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{' '.join(args[:4])} did not start")
-            time.sleep(0.1)
+        wait_healthy(health, [proc], " ".join(args[:4]))
         yield proc
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], what: str) -> None:
+    """Poll ``url`` until it answers 200; fail when one of ``procs`` exits or after 120 s."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"{what} exited while starting")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start at {url}")
+        time.sleep(0.1)
 
 
 def serve_args(upstream: str, tokenizer: Path, model: str, port: int, *extra: str) -> list[str]:

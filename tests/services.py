@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,11 +11,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from loadtest.processes import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["RedisServer", "binary", "free_port"]
 
 
 def binary(name: str) -> str:

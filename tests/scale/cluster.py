@@ -7,12 +7,9 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-import httpx
-
-from loadtest.processes import serve_args
+from loadtest.processes import serve_args, wait_healthy
 from tests.services import binary, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +51,7 @@ class Cluster:
             self._procs.append(subprocess.Popen(args, env=env, cwd=REPO))
         try:
             for port in self.ports:
-                self._wait(f"http://127.0.0.1:{port}/health", "a replica")
+                wait_healthy(f"http://127.0.0.1:{port}/health", self._running(), "a replica")
             self._nginx = self._start_nginx(balance)
         except BaseException:
             self.stop()
@@ -67,6 +64,9 @@ class Cluster:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         self._procs[replica] = None
+
+    def _running(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in self._procs if p is not None]
 
     def stop(self) -> None:
         nginx = getattr(self, "_nginx", None)
@@ -101,20 +101,5 @@ class Cluster:
                 f"daemon off; pid {conf / 'nginx.pid'}; error_log stderr error; {user}",
             ]
         )
-        self._wait(self.url + "/health/live", "nginx", proc)
+        wait_healthy(self.url + "/health/live", [proc, *self._running()], "nginx")
         return proc
-
-    def _wait(self, url: str, what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            dead = proc is not None and proc.poll() is not None
-            if dead or any(p is not None and p.poll() is not None for p in self._procs):
-                raise RuntimeError(f"{what} exited while starting")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start at {url}")
-            time.sleep(0.1)

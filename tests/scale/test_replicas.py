@@ -73,10 +73,11 @@ class Calls:
             "/v1/chat/completions", json=body, headers={"x-session-id": f"agent-{seed}"}
         )
         assert reply.status_code == 200, reply.text[:500]
-        n = int(reply.headers["x-toksplice-prompt-tokens"])
-        (k,) = [k for k, r in enumerate(self.stub.requests) if len(r["prompt"]) == n][-1:]
-        assert self.stub.requests[k]["prompt"] == expected(self.folder, body)
-        return reply.headers["x-toksplice-route"], self.stub.callers[k]
+        ids = expected(self.folder, body)
+        assert int(reply.headers["x-toksplice-prompt-tokens"]) == len(ids)
+        sent = [k for k, r in enumerate(self.stub.requests) if r["prompt"] == ids]
+        assert sent, "no prompt sent upstream equals the reference encode"
+        return reply.headers["x-toksplice-route"], self.stub.callers[sent[-1]]
 
 
 @pytest.fixture
