@@ -19,6 +19,7 @@ back-references), which pin types, key order and float bits.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import marshal
 import operator
@@ -34,6 +35,7 @@ from app.rendering.replay import LoopRun, run_loop
 
 # glibc's ceiling for its dynamic mmap threshold (64-bit), less a page of chunk overhead
 _MMAP_CEILING = (32 << 20) - (64 << 10)
+_FEW_EDITS = 64  # changed messages up to which the check list is patched rather than rebuilt
 
 
 @dataclass
@@ -81,17 +83,17 @@ class SessionMemo:
         if frozen:
             same = list(map(operator.is_, messages, originals))
             same += [False] * (min(len(messages), len(self.requests)) - len(same))
+            identical = same.copy()
             for i in itertools.compress(range(len(same)), map(operator.not_, same)):
                 same[i] = messages[i] == self.requests[i]
         else:
             same = list(map(operator.eq, messages, self.requests))
+            identical = [False] * len(same)
         dumps, n = marshal.dumps, len(same)
-        for i in self.checks:  # inlined: this loop visits every message with tool calls
-            if i >= n:
-                break
+        checks = self.checks[: bisect.bisect_left(self.checks, n)]
+        # The messages with tool calls that are not last call's objects need more than ==.
+        for i in itertools.compress(checks, map(operator.not_, map(identical.__getitem__, checks))):
             if same[i]:
-                if i < len(originals) and messages[i] is originals[i]:
-                    continue
                 known = old_exact[i]
                 if known is None:
                     same[i] = False
@@ -126,11 +128,7 @@ class SessionMemo:
                 out.append(fresh[0])
                 requests.append(fresh[1])
                 exact.append(fresh[2])
-        redone = set(redo)
-        checks = sorted(
-            {i for i in self.checks if i < n_new and i not in redone}
-            | {i for i in redo if (known := exact[i]) is None or known[0]}
-        )
+        checks = _checks_after(self.checks[: bisect.bisect_left(self.checks, n_new)], redo, exact)
         reused = n_new - len(redo)
         self.requests, self.exact, self.prepared, self.checks = requests, exact, out, checks
         self.originals = list(messages) if frozen else []
@@ -149,6 +147,28 @@ class SessionMemo:
         text when no loop is memoized)."""
         text = sum(sum(map(len, r.pieces)) for r in self.runs.values())
         self.size = 2 * text if text else sum(map(_chars, self.requests))
+
+
+def _checks_after(
+    kept: list[int], redo: list[int], exact: list[tuple[tuple[str, ...], bytes] | None]
+) -> list[int]:
+    """The sorted positions needing more than ``==`` once the ``redo`` positions (sorted) were
+    prepared again: a few edits cost what they touch, not a pass over every message."""
+    if len(redo) > _FEW_EDITS:
+        redone = set(redo)
+        return sorted(
+            {i for i in kept if i not in redone}
+            | {i for i in redo if (known := exact[i]) is None or known[0]}
+        )
+    for i in redo:
+        at = bisect.bisect_left(kept, i)
+        stays = (known := exact[i]) is None or bool(known[0])
+        present = at < len(kept) and kept[at] == i
+        if present and not stays:
+            del kept[at]
+        elif stays and not present:
+            kept.insert(at, i)
+    return kept
 
 
 def _chars(message: Any) -> int:
