@@ -1,4 +1,4 @@
-"""The piece-start predicate of the cl100k / Llama-3 / Qwen2-3 split pattern, as array operations.
+"""Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2).
 
 The pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
 ``\\p{N}{1,3}``) never needs backtracking beyond a run, so
@@ -20,12 +20,23 @@ starts), one kernel launch each on the GPU; nothing loops over characters.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from gpu_kernels.char_classes import AP, CONTRACTION_LETTERS, NL, SP, WS, ClassCodes, L, N
+from gpu_kernels.char_classes import (
+    AP,
+    CONTRACTION_LETTERS,
+    NL,
+    SP,
+    WS,
+    ClassCodes,
+    CodePoints,
+    L,
+    N,
+)
 
 Flags = npt.NDArray[np.bool_]
 Indices = npt.NDArray[np.int64]
@@ -33,6 +44,8 @@ Indices = npt.NDArray[np.int64]
 _FOLD = {letter: code for code, letter in enumerate(CONTRACTION_LETTERS, start=1)}
 _ONE_LETTER = [_FOLD[c] for c in "stmd"]  # 's 't 'm 'd
 _TWO_LETTERS = [(_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "ll")]
+_LOWER = b"\0" + CONTRACTION_LETTERS.encode()  # fold code -> the lowercase ASCII letter
+_BEFORE = 255  # class of the characters before the text: equals no class code
 
 
 Shifted = TypeVar("Shifted", ClassCodes, Flags)
@@ -45,6 +58,12 @@ def _shift(values: Shifted, by: int, fill: int) -> Shifted:
     return out
 
 
+def _runs(mask: Flags) -> tuple[Indices, Indices]:
+    """(begin, end) of each maximal run of ``mask``, ends exclusive."""
+    edges = np.diff(mask.astype(np.int8), prepend=0, append=0)
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
 def _run_starts(mask: Flags) -> Indices:
     """For each position, the start of the maximal run of ``mask`` holding it (a prefix max)."""
     index = np.arange(len(mask))
@@ -53,22 +72,20 @@ def _run_starts(mask: Flags) -> Indices:
     return np.maximum.accumulate(np.where(begins | ~mask, index, 0))
 
 
-def piece_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: int) -> Flags:
+def cl100k_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: int) -> Flags:
     """True where a piece starts; ``digits_per_piece`` is 3 for cl100k / Llama-3, 1 for Qwen2."""
     n = len(classes)
     starts = np.zeros(n, dtype=bool)
     if n == 0:
         return starts
-    index = np.arange(n)
-    none = 255  # class of the characters before the text: equals no class code
-    prev = _shift(classes, 1, none)
-    prev2 = _shift(classes, 2, none)
+    prev = _shift(classes, 1, _BEFORE)
+    prev2 = _shift(classes, 2, _BEFORE)
     is_space = classes <= WS
     is_punct = classes >= AP
     prev_punct = _shift(is_punct, 1, False)
 
     digit = classes == N
-    starts |= digit & ((index - _run_starts(digit)) % digits_per_piece == 0)
+    starts |= digit & ((np.arange(n) - _run_starts(digit)) % digits_per_piece == 0)
     starts |= is_punct & ~prev_punct & (prev != SP)
 
     # A punctuation run of length 1 before position i is a prefix of the letters at i unless a
@@ -78,21 +95,58 @@ def piece_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: in
     letter = classes == L
     run_first = letter & (prev != L)
     starts |= run_first & ~((prev == SP) | (prev == WS) | prefixed)
-
-    apostrophe = np.zeros(n, dtype=bool)  # position i follows a `'` that starts a piece
-    apostrophe[1:] = (classes[:-1] == AP) & prefixed[1:]
-    fold1, fold2 = _shift(folds, 1, 0), _shift(folds, 2, 0)
-    after_one = letter & (prev == L) & _shift(apostrophe & run_first, 1, False)
-    starts |= after_one & np.isin(fold1, _ONE_LETTER)
-    after_two = letter & (prev == L) & (prev2 == L) & _shift(apostrophe & run_first, 2, False)
-    two = np.zeros(n, dtype=bool)
-    for first, second in _TWO_LETTERS:
-        two |= (fold2 == first) & (fold1 == second)
-    starts |= after_two & two
+    cuts, _ = _contractions(folds, run_first & (prev == AP) & prefixed)
+    starts |= cuts
 
     _whitespace_starts(classes, is_space, is_punct, starts)
     starts[0] = True
     return starts
+
+
+def gpt2_starts(classes: ClassCodes, folds: ClassCodes, points: CodePoints) -> Flags:
+    """True where a GPT-2 ``ByteLevel`` regex piece starts.
+
+    ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``:
+    a run of letters, digits or punctuation starts unless U+0020 precedes it (that space is its
+    prefix); a `'` that starts a piece ends it after a lowercase contraction, if one follows;
+    a whitespace run [a, b) starts at a and hands b-1 to the next piece when b < n.
+    """
+    n = len(classes)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    prev = _shift(classes, 1, _BEFORE)
+    is_punct = classes >= AP
+    prev_punct = _shift(is_punct, 1, False)
+    letter, digit = classes == L, classes == N
+    run_first = (letter & (prev != L)) | (digit & (prev != N)) | (is_punct & ~prev_punct)
+    starts: Flags = run_first & (prev != SP)
+    apostrophe_starts = _shift(starts & (classes == AP), 1, False)
+    exact = np.where(points == np.frombuffer(_LOWER, np.uint8)[folds], folds, 0)
+    cuts, matched = _contractions(exact.astype(np.uint8), letter & apostrophe_starts)
+    starts &= ~matched
+    starts |= cuts
+    run_begin, run_end = _runs(classes <= WS)
+    starts[run_begin] = True
+    hand = (run_end < n) & (run_end - 1 > run_begin)
+    starts[run_end[hand] - 1] = True
+    starts[0] = True
+    return starts
+
+
+def _contractions(folds: ClassCodes, opens: Flags) -> tuple[Flags, Flags]:
+    """Contractions tried at the letters ``opens`` (each right after a `'` that starts a piece).
+
+    Returns (cuts, matched): cuts where a matched contraction ends (a piece starts there in
+    any case), and matched at the ``opens`` where one matched.
+    """
+    following = np.zeros_like(folds)
+    following[:-1] = folds[1:]
+    one = opens & np.isin(folds, _ONE_LETTER)
+    two = np.zeros_like(opens)
+    for first, second in _TWO_LETTERS:
+        two |= opens & (folds == first) & (following == second)
+    cuts = _shift(one, 1, False) | _shift(two, 2, False)
+    return cuts, one | two
 
 
 def _whitespace_starts(
@@ -100,9 +154,7 @@ def _whitespace_starts(
 ) -> None:
     """Mark the starts inside whitespace runs (see the module docstring)."""
     n = len(classes)
-    edges = np.diff(is_space.astype(np.int8), prepend=0, append=0)
-    run_begin = np.flatnonzero(edges == 1)
-    run_end = np.flatnonzero(edges == -1)  # exclusive
+    run_begin, run_end = _runs(is_space)
     if len(run_begin) == 0:
         return
     newline = classes == NL
@@ -121,6 +173,17 @@ def _whitespace_starts(
     starts[after_newline[tail]] = True
     hand = (run_end < n) & (run_end - 1 > after_newline)
     starts[run_end[hand] - 1] = True
+
+
+Predicate = Callable[[ClassCodes, ClassCodes, CodePoints], Flags]
+"""(classes, folds, code points) -> piece-start flags."""
+
+PREDICATES: Mapping[str, Predicate] = {
+    "cl100k": lambda classes, folds, _: cl100k_starts(classes, folds, digits_per_piece=3),
+    "qwen2": lambda classes, folds, _: cl100k_starts(classes, folds, digits_per_piece=1),
+    "gpt2": gpt2_starts,
+}
+"""The covered pre-tokenizer families, by their ``app.tokenization.spec`` names."""
 
 
 def piece_bounds(starts: Flags) -> tuple[Indices, Indices]:

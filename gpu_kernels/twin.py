@@ -20,10 +20,7 @@ from app.tokenization.lru import LruCache
 from app.tokenization.spec import spec_from_json
 from gpu_kernels.byte_bpe import IdArray, MergeTable
 from gpu_kernels.char_classes import ClassTable, CodePoints, code_points
-from gpu_kernels.piece_starts import piece_bounds, piece_starts
-
-DIGITS_PER_PIECE = {"cl100k": 3, "qwen2": 1}
-"""Families the twin covers (``app.tokenization.spec`` names): ``\\p{N}{1,3}`` or ``\\p{N}``."""
+from gpu_kernels.piece_starts import PREDICATES, piece_bounds
 
 
 class UnsupportedTokenizer(ValueError):
@@ -43,13 +40,14 @@ class TwinEncoder:
         """``classes`` may be shared: it depends on the engine only, not on the tokenizer."""
         document: dict[str, Any] = json.loads(tokenizer.to_str())
         spec = spec_from_json(document)
-        if spec.family not in DIGITS_PER_PIECE:
+        family = spec.family
+        if family is None or family not in PREDICATES:
             raise UnsupportedTokenizer(
-                f"family {spec.family!r} is not covered ({spec.unproven_reason or 'no twin yet'})"
+                f"family {family!r} is not covered ({spec.unproven_reason or 'no twin yet'})"
             )
         if any(t.strips or t.normalized for t in spec.added_tokens):
             raise UnsupportedTokenizer("added tokens with strip or normalized flags")
-        self._digits_per_piece = DIGITS_PER_PIECE[spec.family]
+        self._predicate = PREDICATES[family]
         self._normalizer = tokenizer.normalizer
         self._added = {t["content"]: int(t["id"]) for t in document["added_tokens"]}
         longest_first = sorted(self._added, key=len, reverse=True)
@@ -78,7 +76,7 @@ class TwinEncoder:
             text = self._normalizer.normalize_str(text)
         points = code_points(text)
         classes, folds = self.classes.lookup(points)
-        starts = piece_starts(classes, folds, digits_per_piece=self._digits_per_piece)
+        starts = self._predicate(classes, folds, points)
         begin, end = piece_bounds(starts)
         return points, begin, end
 

@@ -14,8 +14,8 @@ from gpu_kernels import TwinEncoder
 from gpu_kernels.byte_bpe import MergeTable
 from gpu_kernels.char_classes import ClassTable
 
-FAMILIES = ("qwen3", "llama3", "cl100k")
-"""The assets whose pre-tokenizer family the twin covers (Qwen2-3, Llama-3, cl100k_base)."""
+FAMILIES = {"qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2"}
+"""The assets the twin covers, with their pre-tokenizer family (``app.tokenization.spec``)."""
 
 
 def differential(examples: int) -> settings:

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 
 from app.tokenization.convert import bytes_to_unicode
 from gpu_kernels.byte_bpe import MergeTable
-from tests.gpu_kernels.conftest import differential
+from tests.gpu_kernels.conftest import FAMILIES, differential
 
 _SYMBOL = bytes_to_unicode()
 # Pieces as the predicate hands them over, plus long repeats (runs of one pair rank) and raw
@@ -24,7 +24,7 @@ pieces = st.one_of(
 )
 
 
-@pytest.mark.parametrize("name", ["qwen3", "llama3", "cl100k"])
+@pytest.mark.parametrize("name", FAMILIES)
 @differential(150)
 @given(batch=st.lists(pieces, min_size=1, max_size=12))
 def test_merge_rounds_equal_reference_model(

@@ -10,28 +10,26 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from gpu_kernels.char_classes import ClassTable, code_points
-from gpu_kernels.piece_starts import piece_bounds, piece_starts
+from gpu_kernels.piece_starts import PREDICATES, piece_bounds
 from tests.adversarial import texts
-from tests.gpu_kernels.conftest import differential
+from tests.gpu_kernels.conftest import FAMILIES, differential
 
 # Contexts that reveal each class of an arbitrary character c: letter prefix and run,
 # digit grouping, whitespace hand-over, punctuation runs and newline absorption, contractions.
 _CONTEXTS = ("a{}", "{}a", "1{}", "12{}3", " {}a", "{}{} a", "'{}x", "'s{}", ".{}\n", "\n{}{}")
 
 
-_DIGITS_PER_PIECE = {"qwen3": 1, "llama3": 3}  # \p{N} and \p{N}{1,3}
-
-
 def _pieces(
-    tokenizer: Tokenizer, per_piece: int, classes: ClassTable, text: str
+    tokenizer: Tokenizer, family: str, classes: ClassTable, text: str
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    cls, folds = classes.lookup(code_points(text))
-    begin, end = piece_bounds(piece_starts(cls, folds, digits_per_piece=per_piece))
+    points = code_points(text)
+    cls, folds = classes.lookup(points)
+    begin, end = piece_bounds(PREDICATES[family](cls, folds, points))
     expected = [offsets for _, offsets in tokenizer.pre_tokenizer.pre_tokenize_str(text)]
     return list(zip(begin.tolist(), end.tolist(), strict=True)), expected
 
 
-@pytest.mark.parametrize("name", list(_DIGITS_PER_PIECE))
+@pytest.mark.parametrize("name", ["qwen3", "llama3", "gpt2"])
 @differential(400)
 @given(
     char=st.characters(exclude_categories=["Cs"]), context=st.sampled_from(_CONTEXTS), tail=texts
@@ -45,7 +43,7 @@ def test_every_character_in_revealing_contexts(
     class_table: ClassTable,
 ) -> None:
     text = context.format(char, char) + tail
-    got, expected = _pieces(reference(name), _DIGITS_PER_PIECE[name], class_table, text)
+    got, expected = _pieces(reference(name), FAMILIES[name], class_table, text)
     assert got == expected
 
 
@@ -56,5 +54,5 @@ def test_class_table_block_by_block(
     """Every code point of a block, each in every revealing context, split like the engine."""
     chars = [chr(c) for c in range(block << 12, (block + 1) << 12) if not 0xD800 <= c < 0xE000]
     text = "\n".join(context.format(c, c) for c in chars for context in _CONTEXTS)
-    got, expected = _pieces(reference("llama3"), 3, class_table, text)
+    got, expected = _pieces(reference("llama3"), "cl100k", class_table, text)
     assert got == expected
