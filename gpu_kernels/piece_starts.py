@@ -29,7 +29,6 @@ import numpy.typing as npt
 from gpu_kernels.char_classes import (
     AP,
     CONTRACTION_LETTERS,
-    NL,
     SP,
     WS,
     ClassCodes,
@@ -37,6 +36,7 @@ from gpu_kernels.char_classes import (
     L,
     N,
 )
+from gpu_kernels.run_scans import run_offsets, runs, whitespace_starts
 
 Flags = npt.NDArray[np.bool_]
 Indices = npt.NDArray[np.int64]
@@ -58,20 +58,6 @@ def _shift(values: Shifted, by: int, fill: int) -> Shifted:
     return out
 
 
-def _runs(mask: Flags) -> tuple[Indices, Indices]:
-    """(begin, end) of each maximal run of ``mask``, ends exclusive."""
-    edges = np.diff(mask.astype(np.int8), prepend=0, append=0)
-    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-
-
-def _run_starts(mask: Flags) -> Indices:
-    """For each position, the start of the maximal run of ``mask`` holding it (a prefix max)."""
-    index = np.arange(len(mask))
-    begins = mask.copy()
-    begins[1:] &= ~mask[:-1]
-    return np.maximum.accumulate(np.where(begins | ~mask, index, 0))
-
-
 def cl100k_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: int) -> Flags:
     """True where a piece starts; ``digits_per_piece`` is 3 for cl100k / Llama-3, 1 for Qwen2."""
     n = len(classes)
@@ -80,12 +66,11 @@ def cl100k_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: i
         return starts
     prev = _shift(classes, 1, _BEFORE)
     prev2 = _shift(classes, 2, _BEFORE)
-    is_space = classes <= WS
     is_punct = classes >= AP
     prev_punct = _shift(is_punct, 1, False)
 
     digit = classes == N
-    starts |= digit & ((np.arange(n) - _run_starts(digit)) % digits_per_piece == 0)
+    starts |= digit & (run_offsets(digit, np) % digits_per_piece == 0)
     starts |= is_punct & ~prev_punct & (prev != SP)
 
     # A punctuation run of length 1 before position i is a prefix of the letters at i unless a
@@ -98,7 +83,7 @@ def cl100k_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: i
     cuts, _ = _contractions(folds, run_first & (prev == AP) & prefixed)
     starts |= cuts
 
-    _whitespace_starts(classes, is_space, is_punct, starts)
+    whitespace_starts(classes, starts, np)
     starts[0] = True
     return starts
 
@@ -125,7 +110,7 @@ def gpt2_starts(classes: ClassCodes, folds: ClassCodes, points: CodePoints) -> F
     cuts, matched = _contractions(exact.astype(np.uint8), letter & apostrophe_starts)
     starts &= ~matched
     starts |= cuts
-    run_begin, run_end = _runs(classes <= WS)
+    run_begin, run_end = runs(classes <= WS, np)
     starts[run_begin] = True
     hand = (run_end < n) & (run_end - 1 > run_begin)
     starts[run_end[hand] - 1] = True
@@ -147,32 +132,6 @@ def _contractions(folds: ClassCodes, opens: Flags) -> tuple[Flags, Flags]:
         two |= opens & (folds == first) & (following == second)
     cuts = _shift(one, 1, False) | _shift(two, 2, False)
     return cuts, one | two
-
-
-def _whitespace_starts(
-    classes: ClassCodes, is_space: Flags, is_punct: Flags, starts: Flags
-) -> None:
-    """Mark the starts inside whitespace runs (see the module docstring)."""
-    n = len(classes)
-    run_begin, run_end = _runs(is_space)
-    if len(run_begin) == 0:
-        return
-    newline = classes == NL
-    index = np.arange(n)
-    # End of the newline stretch at each position: the first non-newline at or after it.
-    next_other = np.minimum.accumulate(np.where(newline, n, index)[::-1])[::-1]
-    absorbs = np.zeros(len(run_begin), dtype=bool)
-    has_prev = run_begin > 0
-    absorbs[has_prev] = is_punct[run_begin[has_prev] - 1]
-    first = np.where(absorbs, np.minimum(next_other[run_begin], run_end), run_begin)
-    last_newline = np.maximum.accumulate(np.where(newline, index, -1))[run_end - 1]
-    after_newline = np.maximum(last_newline + 1, first)
-    live = first < run_end
-    starts[first[live]] = True
-    tail = after_newline < run_end
-    starts[after_newline[tail]] = True
-    hand = (run_end < n) & (run_end - 1 > after_newline)
-    starts[run_end[hand] - 1] = True
 
 
 Predicate = Callable[[ClassCodes, ClassCodes, CodePoints], Flags]
