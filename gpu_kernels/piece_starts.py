@@ -42,8 +42,8 @@ Flags = npt.NDArray[np.bool_]
 Indices = npt.NDArray[np.int64]
 
 _FOLD = {letter: code for code, letter in enumerate(CONTRACTION_LETTERS, start=1)}
-_ONE_LETTER = [_FOLD[c] for c in "stmd"]  # 's 't 'm 'd
-_TWO_LETTERS = [(_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "ll")]
+ONE_LETTER_CONTRACTIONS = [_FOLD[c] for c in "stmd"]  # 's 't 'm 'd
+TWO_LETTER_CONTRACTIONS = [(_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "ll")]
 _LOWER = b"\0" + CONTRACTION_LETTERS.encode()  # fold code -> the lowercase ASCII letter
 _BEFORE = 255  # class of the characters before the text: equals no class code
 
@@ -126,9 +126,9 @@ def _contractions(folds: ClassCodes, opens: Flags) -> tuple[Flags, Flags]:
     """
     following = np.zeros_like(folds)
     following[:-1] = folds[1:]
-    one = opens & np.isin(folds, _ONE_LETTER)
+    one = opens & np.isin(folds, ONE_LETTER_CONTRACTIONS)
     two = np.zeros_like(opens)
-    for first, second in _TWO_LETTERS:
+    for first, second in TWO_LETTER_CONTRACTIONS:
         two |= opens & (folds == first) & (following == second)
     cuts = _shift(one, 1, False) | _shift(two, 2, False)
     return cuts, one | two
