@@ -28,7 +28,8 @@ from gpu_kernels import TwinEncoder
 from loadtest.agent_sessions.session import corpus
 
 
-def _best_of(runs: int, call: Callable[[], object]) -> float:
+def best_of(runs: int, call: Callable[[], object]) -> float:
+    """Best wall-clock seconds of ``runs`` calls (device work included: callers sync)."""
     best = float("inf")
     for _ in range(runs):
         start = time.perf_counter()
@@ -63,9 +64,9 @@ def _measure(tokenizer: Tokenizer, text: str) -> tuple[float, float, float, floa
     cold = time.perf_counter() - start
     if ids != tokenizer.encode(text, add_special_tokens=False).ids:
         raise SystemExit("the twin's ids differ from the reference")
-    warm = _best_of(3, lambda: twin.encode(text))
-    ref = _best_of(3, lambda: tokenizer.encode(text, add_special_tokens=False))
-    fast = _best_of(3, lambda: tokenizer.encode_batch_fast([text], add_special_tokens=False))
+    warm = best_of(3, lambda: twin.encode(text))
+    ref = best_of(3, lambda: tokenizer.encode(text, add_special_tokens=False))
+    fast = best_of(3, lambda: tokenizer.encode_batch_fast([text], add_special_tokens=False))
     return ref, fast, cold, warm
 
 
