@@ -24,7 +24,11 @@ _NO_RANK = np.iinfo(np.int64).max
 
 
 class MergeTable:
-    """A byte-level BPE model: byte ids, merge ranks as a sorted pair-key array, whole words."""
+    """A byte-level BPE model: byte ids, merge ranks as a sorted pair-key array, whole words.
+
+    A pair (a, b) has key ``a * width + b``; ``pair_keys`` is sorted, and ``pair_ranks`` and
+    ``pair_merged`` give each key's merge rank and merged id (the arrays a kernel reads).
+    """
 
     def __init__(self, model: Mapping[str, Any]) -> None:
         vocab: dict[str, int] = model["vocab"]
@@ -39,16 +43,16 @@ class MergeTable:
         self._to_symbols = str.maketrans({chr(b): symbol[b] for b in range(256)})
         self.ignore_merges = bool(model.get("ignore_merges", False))
         self._vocab = vocab
-        self._width = np.int64(max(vocab.values()) + 1)
+        self.width = np.int64(max(vocab.values()) + 1)
         pairs = [m.split(" ", 1) if isinstance(m, str) else m for m in model["merges"]]
         left = np.asarray([vocab[a] for a, _ in pairs], dtype=np.int64)
         right = np.asarray([vocab[b] for _, b in pairs], dtype=np.int64)
-        keys = left * self._width + right
+        keys = left * self.width + right
         order = np.argsort(keys)
-        self._keys, self._ranks = keys[order], order.astype(np.int64)
-        if np.any(self._keys[1:] == self._keys[:-1]):
+        self.pair_keys, self.pair_ranks = keys[order], order.astype(np.int64)
+        if np.any(self.pair_keys[1:] == self.pair_keys[:-1]):
             raise ValueError("a merge pair is listed twice")
-        self._merged = np.asarray([vocab[a + b] for a, b in pairs], dtype=np.int32)[order]
+        self.pair_merged = np.asarray([vocab[a + b] for a, b in pairs], dtype=np.int32)[order]
 
     def whole_word(self, piece: bytes) -> int | None:
         """The piece's own id when ``ignore_merges`` looks it up before merging, else None."""
@@ -76,7 +80,7 @@ class MergeTable:
             hit = np.flatnonzero((rank == best[local]) & ~finished)
             leftmost = hit[_opens(owner[hit])]
             tokens = tokens.copy()
-            tokens[leftmost] = self._merged[slot[leftmost]]
+            tokens[leftmost] = self.pair_merged[slot[leftmost]]
             keep = ~finished
             keep[leftmost + 1] = False
             tokens, owner = tokens[keep], owner[keep]
@@ -90,10 +94,10 @@ class MergeTable:
         self, tokens: IdArray, owner: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Rank of the pair starting at each token (none at a piece's last token) and its slot."""
-        keys = tokens[:-1].astype(np.int64) * self._width + tokens[1:]
-        slot = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
-        found = (self._keys[slot] == keys) & (owner[:-1] == owner[1:])
-        rank = np.append(np.where(found, self._ranks[slot], _NO_RANK), _NO_RANK)
+        keys = tokens[:-1].astype(np.int64) * self.width + tokens[1:]
+        slot = np.minimum(np.searchsorted(self.pair_keys, keys), len(self.pair_keys) - 1)
+        found = (self.pair_keys[slot] == keys) & (owner[:-1] == owner[1:])
+        rank = np.append(np.where(found, self.pair_ranks[slot], _NO_RANK), _NO_RANK)
         return rank, np.append(slot, 0)
 
 

@@ -20,7 +20,7 @@ from gpu_kernels.run_scans import run_offsets, whitespace_starts
 
 _THREADS = 256
 
-_SOURCE = (
+SOURCE = (
     f"#define C_SP {SP}\n#define C_WS {WS}\n#define C_L {L}\n#define C_N {N}\n#define C_AP {AP}\n"
     "#define C_NONE 255\n"
     "__device__ __forceinline__ bool is_one(int f) { return "
@@ -78,7 +78,7 @@ def cl100k_starts_on_device(
     device_folds = cupy.asarray(folds)
     offsets = cupy.ascontiguousarray(run_offsets(device_classes == N, cupy), dtype=cupy.int64)
     starts = cupy.zeros(n, dtype=cupy.bool_)
-    kernel = cupy.RawKernel(_SOURCE, "cl100k_local_starts")  # compiled once, cached by CuPy
+    kernel = cupy.RawKernel(SOURCE, "cl100k_local_starts")  # compiled once, cached by CuPy
     blocks = (n + _THREADS - 1) // _THREADS
     kernel(
         (blocks,),

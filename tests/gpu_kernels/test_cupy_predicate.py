@@ -1,11 +1,9 @@
-"""The predicate kernel against the twin: its CUDA source compiled for the host (one loop
-iteration per thread) everywhere, and the real device kernel where a GPU exists."""
+"""The predicate kernel against the twin: its CUDA source built for the host everywhere
+(``host_build``), and the real device kernel where a GPU exists."""
 
 from __future__ import annotations
 
-import ctypes
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,62 +12,34 @@ from hypothesis import strategies as st
 
 from gpu_kernels import is_available, unavailable_reason
 from gpu_kernels.char_classes import ClassCodes, ClassTable, N, code_points
-from gpu_kernels.cupy_predicate import _SOURCE, cl100k_starts_on_device
+from gpu_kernels.cupy_predicate import SOURCE, cl100k_starts_on_device
 from gpu_kernels.piece_starts import Flags, cl100k_starts
 from gpu_kernels.run_scans import run_offsets, whitespace_starts
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.conftest import differential
-
-_HOST_HARNESS = r"""
-#define __device__
-#define __forceinline__ inline
-#define __global__
-struct Index { long long x; };
-static Index blockIdx, blockDim, threadIdx;
-%s
-extern "C" void run_all(const unsigned char* cls, const unsigned char* fold,
-                        const long long* offsets, int per_piece, long long n, bool* starts) {
-    blockDim.x = 1;
-    threadIdx.x = 0;
-    for (long long i = 0; i < n; ++i) {
-        blockIdx.x = i;
-        cl100k_local_starts(cls, fold, offsets, per_piece, n, starts);
-    }
-}
-"""
+from tests.gpu_kernels.host_build import build_for_host
 
 Predicate = Callable[[ClassCodes, ClassCodes, int], Flags]
 on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
 
 
 @pytest.fixture(scope="module")
-def host_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Predicate]:
-    """The kernel source built by g++ (fails, never skips, without a compiler)."""
-    folder = tmp_path_factory.mktemp("host-kernel")
-    source, library = folder / "kernel.cpp", folder / "kernel.so"
-    source.write_text(_HOST_HARNESS % _SOURCE)
-    subprocess.run(["g++", "-O1", "-shared", "-fPIC", str(source), "-o", str(library)], check=True)
-    run_all = ctypes.CDLL(str(library)).run_all
+def host_kernel(tmp_path_factory: pytest.TempPathFactory) -> Predicate:
+    """The kernel source built for the host, composed with the run scans like the device's."""
+    run = build_for_host(SOURCE, "cl100k_local_starts", tmp_path_factory.mktemp("host"))
 
     def starts(classes: ClassCodes, folds: ClassCodes, per_piece: int) -> Flags:
         flags = np.zeros(len(classes), dtype=bool)
         if len(classes) == 0:
             return flags
         offsets = np.ascontiguousarray(run_offsets(classes == N, np), dtype=np.int64)
-        run_all(
-            _pointer(classes), _pointer(folds), _pointer(offsets),
-            ctypes.c_int(per_piece), ctypes.c_longlong(len(classes)), _pointer(flags),
-        )  # fmt: skip
+        run(len(classes), classes, folds, offsets, per_piece, len(classes), flags)
         whitespace_starts(classes, flags, np)
         flags[0] = True
         return flags
 
-    yield starts
-
-
-def _pointer(array: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(array.ctypes.data)
+    return starts
 
 
 def _device(classes: ClassCodes, folds: ClassCodes, per_piece: int) -> Flags:
@@ -111,4 +81,3 @@ def test_device_kernel_equals_the_twin(text: str, class_table: ClassTable) -> No
 @pytest.mark.parametrize("chars", [1_000_000, 4_000_000])
 def test_device_kernel_on_large_transcripts(chars: int, class_table: ClassTable) -> None:
     _check(_device, class_table, corpus(5, chars))
-
