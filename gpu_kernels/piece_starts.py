@@ -137,6 +137,9 @@ def _contractions(folds: ClassCodes, opens: Flags) -> tuple[Flags, Flags]:
 Predicate = Callable[[ClassCodes, ClassCodes, CodePoints], Flags]
 """(classes, folds, code points) -> piece-start flags."""
 
+DIGITS_PER_PIECE: Mapping[str, int] = {"cl100k": 3, "qwen2": 1}
+"""The cl100k-like families: ``\\p{N}{1,3}`` or (Qwen2) ``\\p{N}``."""
+
 PREDICATES: Mapping[str, Predicate] = {
     "cl100k": lambda classes, folds, _: cl100k_starts(classes, folds, digits_per_piece=3),
     "qwen2": lambda classes, folds, _: cl100k_starts(classes, folds, digits_per_piece=1),

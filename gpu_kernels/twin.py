@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,10 @@ from app.tokenization.lru import LruCache
 from app.tokenization.spec import spec_from_json
 from gpu_kernels.byte_bpe import IdArray, MergeTable
 from gpu_kernels.char_classes import ClassTable, CodePoints, code_points
-from gpu_kernels.piece_starts import PREDICATES, piece_bounds
+from gpu_kernels.piece_starts import PREDICATES, Predicate, piece_bounds
+
+MergeStage = Callable[[MergeTable, Sequence[bytes]], list[IdArray]]
+"""(table, distinct pieces) -> each piece's ids after all merges."""
 
 
 class UnsupportedTokenizer(ValueError):
@@ -36,8 +40,13 @@ class TwinEncoder:
         *,
         classes: ClassTable | None = None,
         cache_bytes: int = 64 << 20,
+        predicate: Predicate | None = None,
+        merge: MergeStage | None = None,
     ) -> None:
-        """``classes`` may be shared: it depends on the engine only, not on the tokenizer."""
+        """``classes`` may be shared: it depends on the engine only, not on the tokenizer.
+
+        ``predicate`` and ``merge`` replace the NumPy stages (with the device kernels).
+        """
         document: dict[str, Any] = json.loads(tokenizer.to_str())
         spec = spec_from_json(document)
         family = spec.family
@@ -47,13 +56,14 @@ class TwinEncoder:
             )
         if any(t.strips or t.normalized for t in spec.added_tokens):
             raise UnsupportedTokenizer("added tokens with strip or normalized flags")
-        self._predicate = PREDICATES[family]
+        self._predicate = predicate or PREDICATES[family]
         self._normalizer = tokenizer.normalizer
         self._added = {t["content"]: int(t["id"]) for t in document["added_tokens"]}
         longest_first = sorted(self._added, key=len, reverse=True)
         self._split = re.compile("|".join(map(re.escape, longest_first))) if self._added else None
         self.classes = classes or ClassTable()
         self.merges = MergeTable(document["model"])
+        self._merge = merge or MergeTable.merge
         self._cache: LruCache[bytes, IdArray] = LruCache(cache_bytes)
 
     @classmethod
@@ -105,7 +115,9 @@ class TwinEncoder:
                     todo.append(i)
                 else:
                     out[i] = np.asarray([whole], dtype=np.int32)
-        for i, merged in zip(todo, self.merges.merge([pieces[i] for i in todo]), strict=True):
+        for i, merged in zip(
+            todo, self._merge(self.merges, [pieces[i] for i in todo]), strict=True
+        ):
             out[i] = merged
         result: list[IdArray] = []
         for piece, ids in zip(pieces, out, strict=True):

@@ -5,43 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpu_kernels import TwinEncoder, is_available, unavailable_reason
-from gpu_kernels.byte_bpe import IdArray, MergeTable
-from gpu_kernels.cupy_bpe import SOURCE, merge_on_device
+from gpu_kernels.byte_bpe import MergeTable
+from gpu_kernels.cupy_bpe import merge_on_device
+from gpu_kernels.twin import MergeStage
 from loadtest.agent_sessions.session import corpus
 from tests.gpu_kernels.conftest import differential
-from tests.gpu_kernels.host_build import build_for_host
 from tests.gpu_kernels.test_byte_bpe import pieces
 
-Merge = Callable[[MergeTable, list[bytes]], list[IdArray]]
 on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
 NAMES = ["qwen3", "llama3"]
 
 
-@pytest.fixture(scope="module")
-def host_merge(tmp_path_factory: pytest.TempPathFactory) -> Merge:
-    run = build_for_host(SOURCE, "bpe_per_piece", tmp_path_factory.mktemp("host"))
-
-    def merge(table: MergeTable, batch: list[bytes]) -> list[IdArray]:
-        lengths = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-        end = np.cumsum(lengths)
-        begin = end - lengths
-        tokens = table.byte_ids[np.frombuffer(b"".join(batch), dtype=np.uint8)].copy()
-        counts = np.zeros(len(batch), dtype=np.int32)
-        keys, ranks, merged = table.pair_keys, table.pair_ranks, table.pair_merged
-        run(len(batch), tokens, begin, end, len(batch), keys, ranks, merged, len(keys),
-            int(table.width), counts)  # fmt: skip
-        return [tokens[b : b + c] for b, c in zip(begin, counts, strict=True)]
-
-    return merge
-
-
-def _check(merge: Merge, table: MergeTable, batch: list[bytes]) -> None:
+def _check(merge: MergeStage, table: MergeTable, batch: list[bytes]) -> None:
     expected = [ids.tolist() for ids in table.merge(batch)]
     assert [ids.tolist() for ids in merge(table, batch)] == expected
 
@@ -50,7 +30,7 @@ def _check(merge: Merge, table: MergeTable, batch: list[bytes]) -> None:
 @differential(150)
 @given(batch=st.lists(pieces, min_size=1, max_size=16))
 def test_host_build_equals_merge_rounds(
-    name: str, batch: list[bytes], host_merge: Merge, merge_table: Callable[[str], MergeTable]
+    name: str, batch: list[bytes], host_merge: MergeStage, merge_table: Callable[[str], MergeTable]
 ) -> None:
     _check(host_merge, merge_table(name), batch)
 
@@ -65,7 +45,7 @@ def _transcript_pieces(twin: TwinEncoder, chars: int) -> list[bytes]:
 @pytest.mark.parametrize("name", NAMES)
 def test_host_build_on_transcript_pieces(
     name: str,
-    host_merge: Merge,
+    host_merge: MergeStage,
     merge_table: Callable[[str], MergeTable],
     twin: Callable[[str], TwinEncoder],
 ) -> None:
