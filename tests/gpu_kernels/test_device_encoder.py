@@ -19,6 +19,7 @@ from gpu_kernels.twin import MergeStage
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.conftest import HostPredicate, differential
+from tests.gpu_kernels.test_twin import assert_exact
 
 NAMES = {"qwen3": 1, "llama3": 3}  # digits per piece
 on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
@@ -44,10 +45,6 @@ def host_encoder(
     return encoders.__getitem__
 
 
-def _assert_exact(tokenizer: Tokenizer, encoder: TwinEncoder, text: str) -> None:
-    assert encoder.encode(text).tolist() == tokenizer.encode(text, add_special_tokens=False).ids
-
-
 @pytest.mark.parametrize("name", NAMES)
 @differential(150)
 @given(text=st.one_of(texts, long_texts))
@@ -57,14 +54,14 @@ def test_host_built_kernels_end_to_end(
     reference: Callable[[str], Tokenizer],
     host_encoder: Callable[[str], TwinEncoder],
 ) -> None:
-    _assert_exact(reference(name), host_encoder(name), text)
+    assert_exact(reference(name), host_encoder(name), text)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_host_built_kernels_on_a_transcript(
     name: str, reference: Callable[[str], Tokenizer], host_encoder: Callable[[str], TwinEncoder]
 ) -> None:
-    _assert_exact(reference(name), host_encoder(name), corpus(4, 100_000))
+    assert_exact(reference(name), host_encoder(name), corpus(4, 100_000))
 
 
 def test_device_encoder_refuses_other_families(reference: Callable[[str], Tokenizer]) -> None:
@@ -80,4 +77,4 @@ def test_device_encoder_end_to_end(
     name: str, chars: int, reference: Callable[[str], Tokenizer], class_table: ClassTable
 ) -> None:
     encoder = device_encoder(reference(name), classes=class_table, cache_bytes=0)
-    _assert_exact(reference(name), encoder, corpus(6, chars))
+    assert_exact(reference(name), encoder, corpus(6, chars))

@@ -19,7 +19,8 @@ _DENSE = "aZſ \t\n\r\u00a0\u3000'.(1٣é\u0301中👍sStTlLrReEvVdDmM"
 dense_texts = st.text(alphabet=_DENSE, max_size=60)
 
 
-def _assert_exact(tokenizer: Tokenizer, twin: TwinEncoder, text: str) -> None:
+def assert_exact(tokenizer: Tokenizer, twin: TwinEncoder, text: str) -> None:
+    """The encoder's ids equal the reference's for ``text``."""
     assert twin.encode(text).tolist() == tokenizer.encode(text, add_special_tokens=False).ids
 
 
@@ -32,7 +33,7 @@ def test_adversarial_text(
     reference: Callable[[str], Tokenizer],
     twin: Callable[[str], TwinEncoder],
 ) -> None:
-    _assert_exact(reference(name), twin(name), text)
+    assert_exact(reference(name), twin(name), text)
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -43,7 +44,7 @@ def test_agent_transcripts(
     reference: Callable[[str], Tokenizer],
     twin: Callable[[str], TwinEncoder],
 ) -> None:
-    _assert_exact(reference(name), twin(name), corpus(seed, 150_000))
+    assert_exact(reference(name), twin(name), corpus(seed, 150_000))
 
 
 def test_added_tokens_split_first(
