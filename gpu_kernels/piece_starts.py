@@ -1,9 +1,9 @@
 """Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2).
 
-The pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
-``\\p{N}{1,3}``) never needs backtracking beyond a run, so
-whether character i starts a piece depends only on its class, its offset in its run of equal
-classes, a bounded look-back and a few facts of the runs around it (PRETOKENIZER-RULES.md):
+The cl100k pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
+``\\p{N}{1,3}``) never needs backtracking beyond a run, so whether character i starts a piece
+depends only on its class, its offset in its run of equal classes, a bounded look-back and a
+few facts of the runs around it (PRETOKENIZER-RULES.md):
 
 * digits start at offsets 0, 3, 6, ... of their run (Qwen2: every digit);
 * punctuation (``'`` or other) starts unless it follows punctuation or U+0020;
@@ -14,8 +14,8 @@ classes, a bounded look-back and a few facts of the runs around it (PRETOKENIZER
   whitespace run [a', b) starts at a', after its last newline t, and hands its last character
   to the next piece (``\\s+(?!\\S)``) when b < n and b-1 > t.
 
-Every fact is a shifted comparison or a segmented scan (``maximum.accumulate`` over run
-starts), one kernel launch each on the GPU; nothing loops over characters.
+Every fact is a shifted comparison (one thread per character on the GPU, ``cupy_predicate``)
+or a run scan (``run_scans``, shared with the device); nothing loops over characters.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ Flags = npt.NDArray[np.bool_]
 Indices = npt.NDArray[np.int64]
 
 _FOLD = {letter: code for code, letter in enumerate(CONTRACTION_LETTERS, start=1)}
-ONE_LETTER_CONTRACTIONS = [_FOLD[c] for c in "stmd"]  # 's 't 'm 'd
-TWO_LETTER_CONTRACTIONS = [(_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "ll")]
+ONE_LETTER_CONTRACTIONS = tuple(_FOLD[c] for c in "stmd")  # 's 't 'm 'd (fold codes)
+TWO_LETTER_CONTRACTIONS = tuple((_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "ll"))
 _LOWER = b"\0" + CONTRACTION_LETTERS.encode()  # fold code -> the lowercase ASCII letter
 _BEFORE = 255  # class of the characters before the text: equals no class code
 
