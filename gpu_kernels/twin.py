@@ -54,6 +54,10 @@ class TwinEncoder:
             raise UnsupportedTokenizer(
                 f"family {family!r} is not covered ({spec.unproven_reason or 'no twin yet'})"
             )
+        steps = document["pre_tokenizer"].get("pretokenizers") or [document["pre_tokenizer"]]
+        if len(steps) != (1 if family == "gpt2" else 2):
+            # spec accepts a trailing character-removing Split (GGUF); the twin does not do it
+            raise UnsupportedTokenizer(f"pre-tokenizer of {len(steps)} steps for {family}")
         if any(t.strips or t.normalized for t in spec.added_tokens):
             raise UnsupportedTokenizer("added tokens with strip or normalized flags")
         self._predicate = predicate or PREDICATES[family]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -60,3 +61,12 @@ def test_added_tokens_split_first(
 def test_uncovered_families_are_refused(name: str, reference: Callable[[str], Tokenizer]) -> None:
     with pytest.raises(UnsupportedTokenizer):
         TwinEncoder(reference(name))
+
+
+def test_a_character_removing_split_is_refused(reference: Callable[[str], Tokenizer]) -> None:
+    """``spec`` admits this GGUF step for repair; the twin would encode the removed bytes."""
+    document = json.loads(reference("llama3").to_str())
+    removal = {"type": "Split", "pattern": {"Regex": "[\x01]"}, "behavior": "Removed"}
+    document["pre_tokenizer"]["pretokenizers"].append(removal | {"invert": False})
+    with pytest.raises(UnsupportedTokenizer, match="3 steps"):
+        TwinEncoder(Tokenizer.from_str(json.dumps(document)))
