@@ -1,0 +1,108 @@
+"""Byte-level BPE over many pieces at once, as array rounds (the twin of one thread per piece).
+
+Hugging Face's BPE merges, in each piece (a "word"), the adjacent pair with the lowest merge
+rank, the leftmost one among equal ranks, until no pair has a rank.  Several occurrences of the
+best pair cannot be merged in one step: tiktoken-derived merge lists (cl100k, Llama-3, o200k)
+are not monotone (a merge may rank below the merge that made its input), so a merge can create
+a pair that HF takes before the next occurrence.  Each round therefore merges exactly one pair
+in every piece that still has one: per piece it is HF's sequence of merges, and all pieces
+advance together, which is what a GPU thread (or warp) per piece does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.tokenization.convert import bytes_to_unicode
+
+IdArray = npt.NDArray[np.int32]
+_NO_RANK = np.iinfo(np.int64).max
+
+
+class MergeTable:
+    """A byte-level BPE model: byte ids, merge ranks as a sorted pair-key array, whole words.
+
+    A pair (a, b) has key ``a * width + b``; ``pair_keys`` is sorted, and ``pair_ranks`` and
+    ``pair_merged`` give each key's merge rank and merged id (the arrays a kernel reads).
+    """
+
+    def __init__(self, model: Mapping[str, Any]) -> None:
+        vocab: dict[str, int] = model["vocab"]
+        if (
+            model.get("byte_fallback")
+            or model.get("continuing_subword_prefix")
+            or model.get("end_of_word_suffix")
+        ):
+            raise ValueError("only plain byte-level BPE is supported")
+        symbol = bytes_to_unicode()
+        self.byte_ids = np.asarray([vocab[symbol[b]] for b in range(256)], dtype=np.int32)
+        self._to_symbols = str.maketrans({chr(b): symbol[b] for b in range(256)})
+        self.ignore_merges = bool(model.get("ignore_merges", False))
+        self._vocab = vocab
+        self.width = np.int64(max(vocab.values()) + 1)
+        pairs = [m.split(" ", 1) if isinstance(m, str) else m for m in model["merges"]]
+        left = np.asarray([vocab[a] for a, _ in pairs], dtype=np.int64)
+        right = np.asarray([vocab[b] for _, b in pairs], dtype=np.int64)
+        keys = left * self.width + right
+        order = np.argsort(keys)
+        self.pair_keys, self.pair_ranks = keys[order], order.astype(np.int64)
+        if np.any(self.pair_keys[1:] == self.pair_keys[:-1]):
+            raise ValueError("a merge pair is listed twice")
+        self.pair_merged = np.asarray([vocab[a + b] for a, b in pairs], dtype=np.int32)[order]
+
+    def whole_word(self, piece: bytes) -> int | None:
+        """The piece's own id when ``ignore_merges`` looks it up before merging, else None."""
+        if not self.ignore_merges:
+            return None
+        return self._vocab.get(piece.decode("latin-1").translate(self._to_symbols))
+
+    def merge(self, pieces: Sequence[bytes]) -> list[IdArray]:
+        """The ids of each piece after all its merges."""
+        if not pieces:
+            return []
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        tokens = self.byte_ids[np.frombuffer(b"".join(pieces), dtype=np.uint8)]
+        owner = np.repeat(np.arange(len(pieces)), lengths)
+        done_tokens: list[IdArray] = []
+        done_owner: list[npt.NDArray[np.int64]] = []
+        while len(tokens):
+            rank, slot = self._pair_ranks(tokens, owner)
+            opens = _opens(owner)
+            best = np.minimum.reduceat(rank, np.flatnonzero(opens))
+            local = np.cumsum(opens) - 1
+            finished = (best == _NO_RANK)[local]
+            done_tokens.append(tokens[finished])
+            done_owner.append(owner[finished])
+            hit = np.flatnonzero((rank == best[local]) & ~finished)
+            leftmost = hit[_opens(owner[hit])]
+            tokens = tokens.copy()
+            tokens[leftmost] = self.pair_merged[slot[leftmost]]
+            keep = ~finished
+            keep[leftmost + 1] = False
+            tokens, owner = tokens[keep], owner[keep]
+        flat_owner = np.concatenate(done_owner)
+        order = np.argsort(flat_owner, kind="stable")
+        flat = np.concatenate(done_tokens)[order]
+        counts = np.bincount(flat_owner, minlength=len(pieces))
+        return np.split(flat.astype(np.int32), np.cumsum(counts)[:-1])
+
+    def _pair_ranks(
+        self, tokens: IdArray, owner: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Rank of the pair starting at each token (none at a piece's last token) and its slot."""
+        keys = tokens[:-1].astype(np.int64) * self.width + tokens[1:]
+        slot = np.minimum(np.searchsorted(self.pair_keys, keys), len(self.pair_keys) - 1)
+        found = (self.pair_keys[slot] == keys) & (owner[:-1] == owner[1:])
+        rank = np.append(np.where(found, self.pair_ranks[slot], _NO_RANK), _NO_RANK)
+        return rank, np.append(slot, 0)
+
+
+def _opens(owner: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """True at the first entry of each piece (``owner`` is sorted)."""
+    opens = np.ones(len(owner), dtype=bool)
+    opens[1:] = owner[1:] != owner[:-1]
+    return opens

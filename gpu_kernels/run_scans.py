@@ -1,0 +1,72 @@
+"""Run-level facts from scans, written once for NumPy and CuPy (``xp`` is either module).
+
+Only operations both libraries share: elementwise comparisons, ``cumsum``, ``flatnonzero``,
+``searchsorted`` and fancy indexing, so the twin and the device run the same code for the
+stages that are scans rather than per-character rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_kernels.char_classes import AP, NL, WS
+
+Array = Any
+"""A 1-D ``numpy.ndarray`` or ``cupy.ndarray``."""
+
+
+def runs(mask: Array, xp: Any) -> tuple[Array, Array]:
+    """(begin, end) of each maximal run of ``mask``, ends exclusive."""
+    flags = mask.astype(xp.int8)
+    zero = xp.zeros(1, dtype=xp.int8)
+    edges = xp.diff(xp.concatenate((zero, flags, zero)))
+    return xp.flatnonzero(edges == 1), xp.flatnonzero(edges == -1)
+
+
+def run_offsets(mask: Array, xp: Any) -> Array:
+    """Offset of each position in its run of ``mask`` (meaningful where ``mask`` holds)."""
+    opens = mask.copy()
+    opens[1:] &= ~mask[:-1]
+    begins = xp.flatnonzero(opens)
+    if len(begins) == 0:
+        return xp.zeros(len(mask), dtype=xp.int64)
+    return xp.arange(len(mask)) - begins[xp.maximum(xp.cumsum(opens) - 1, 0)]
+
+
+def whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
+    """Mark the piece starts inside whitespace runs of the cl100k family, in place.
+
+    Punctuation absorbs the newlines opening the run after it; the rest [a', b) starts at a'
+    and after its last newline t, and hands b-1 to the next piece when b < n and b-1 > t.
+    """
+    n = len(classes)
+    begin, end = runs(classes <= WS, xp)
+    if len(begin) == 0:
+        return
+    newline = classes == NL
+    # A newline stretch ends at the next non-newline.
+    stretch_end = _first_at_or_after(xp.flatnonzero(~newline), begin, n, xp)
+    absorbs = (begin > 0) & (classes[xp.maximum(begin - 1, 0)] >= AP)
+    first = xp.where(absorbs, xp.minimum(stretch_end, end), begin)
+    last_newline = _last_before(xp.flatnonzero(newline), end, xp)
+    after_newline = xp.maximum(last_newline + 1, first)
+    starts[first[first < end]] = True
+    starts[after_newline[after_newline < end]] = True
+    hand = (end < n) & (end - 1 > after_newline)
+    starts[end[hand] - 1] = True
+
+
+def _first_at_or_after(positions: Array, queries: Array, missing: int, xp: Any) -> Array:
+    """For each query, the first of the sorted ``positions`` >= it, else ``missing``."""
+    if len(positions) == 0:
+        return xp.full(len(queries), missing, dtype=xp.int64)
+    at = xp.searchsorted(positions, queries)
+    return xp.where(at < len(positions), positions[xp.minimum(at, len(positions) - 1)], missing)
+
+
+def _last_before(positions: Array, queries: Array, xp: Any) -> Array:
+    """For each query, the last of the sorted ``positions`` < it, else -1."""
+    if len(positions) == 0:
+        return xp.full(len(queries), -1, dtype=xp.int64)
+    at = xp.searchsorted(positions, queries) - 1
+    return xp.where(at >= 0, positions[xp.maximum(at, 0)], -1)
