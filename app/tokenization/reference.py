@@ -68,7 +68,12 @@ class ReferenceEncoder:
         char_ends = np.asarray(enc.offsets, dtype=np.int32)[:, 1]
         if text.isascii():
             return ids, char_ends
-        return ids, char_to_byte_offsets(text)[char_ends]
+        ends = char_to_byte_offsets(text)[char_ends]
+        # Characters that normalization composed into the last one (a trailing combining
+        # mark) get no offset of their own; no token follows them, so the last token ends
+        # where the text does.
+        ends[-1] = len(text.encode("utf-8"))
+        return ids, ends
 
 
 def char_to_byte_offsets(text: str) -> OffsetArray:

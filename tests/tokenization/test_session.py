@@ -252,3 +252,16 @@ def test_forget_makes_the_next_call_encode_in_full(
     assert tok.encode(text + "More.", session="t/forget").route == "append"
     tok.forget("t/forget")
     assert tok.encode(text + "More. Again.", session="t/forget").route == "full"
+
+
+@pytest.mark.parametrize("text", ["pipeA\u030a", "A\u030a", "x A\u030a y", "e\u0301\u0301"])
+def test_last_end_is_the_text_end_when_normalization_composes(
+    text: str, assets: dict[str, Path], reference: Callable[[str], Tokenizer]
+) -> None:
+    """NFC composes a trailing combining mark into the character before it, and HF gives the
+    mark no offset: the last token still ends where the text does (stored states say so)."""
+    from app.tokenization.reference import ReferenceEncoder
+
+    ids, ends = ReferenceEncoder(reference("qwen3")).encode(text)
+    assert list(ids) == _ids(reference("qwen3"), text)
+    assert int(ends[-1]) == len(text.encode()) and bool((np.diff(ends) >= 0).all())
