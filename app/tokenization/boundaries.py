@@ -187,23 +187,8 @@ class CutRules:
     def is_stable(self, text: bytes, c: int) -> bool:
         """The rules' verdict on one position of a whole text (tests use this)."""
         whole = (0, len(text))
-        return 0 < c < len(text) and c in self.cuts(text, c, c, whole, open_ends=(True, True))
-
-    def cuts(
-        self,
-        text: bytes,
-        lo: int,
-        hi: int,
-        region: tuple[int, int],
-        *,
-        open_ends: tuple[bool, bool] = (False, False),
-    ) -> list[int]:
-        """Stable cuts c in [lo, hi], ascending, whose verdicts read only ``text[region]``.
-
-        ``open_ends`` marks a region side that is the start (end) of both texts: reads past it
-        find nothing in either, so they need no room there.
-        """
-        return list(self.iter_cuts(text, lo, hi, region, open_ends=open_ends))
+        cuts = self.iter_cuts(text, c, c, whole, open_ends=(True, True))
+        return 0 < c < len(text) and c in cuts
 
     def iter_cuts(
         self,
@@ -215,8 +200,13 @@ class CutRules:
         open_ends: tuple[bool, bool] = (False, False),
         descending: bool = False,
     ) -> Iterator[int]:
-        """The cuts of ``cuts``, in either order, each verdict taken only when reached (a
-        repair needs just the one nearest the change)."""
+        """Stable cuts c in [lo, hi] whose verdicts read only ``text[region]``, ascending (or
+        ``descending``), each verdict taken only when reached (a repair needs just the one
+        nearest the change).
+
+        ``open_ends`` marks a region side that is the start (end) of both texts: reads past it
+        find nothing in either, so they need no room there.
+        """
         reach = self._guard.reach
         first = -(1 << 62) if open_ends[0] else region[0]
         last = 1 << 62 if open_ends[1] else region[1]
