@@ -11,7 +11,6 @@ optimisation, taken where stable cuts are proven (see ``boundaries`` and ``repai
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections import Counter
@@ -148,13 +147,9 @@ class SessionTokenizer:
         if session is not None:
             self._recent.put(key, text, core)
         ids = self._framed(text, core.ids, add_special_tokens)
-        encoding = self._record(ids, route, plan, reason, len(data) if route == "full" else None)
-        planned = plan.stats.seconds if plan is not None else 0.0
-        window = plan.stats.widest if plan is not None else 0
+        full_bytes = len(data) if route == "full" else None
         copied = copied if ids is core.ids else None
-        return dataclasses.replace(
-            encoding, copied=copied, lookup_s=looked_up + planned, window=window
-        )
+        return self._record(ids, route, plan, reason, full_bytes, copied, looked_up)
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
@@ -265,9 +260,16 @@ class SessionTokenizer:
         plan: Plan | None,
         reason: str | None,
         full_bytes: int | None,
+        copied: CopiedIds | None,
+        looked_up: float,
     ) -> Encoding:
+        """The encoding's figures, counted into ``explain``; ``looked_up``: seconds spent
+        finding the stored transcript (planning adds its diff and cut searches)."""
         reused = encoded = 0
-        searches = retries = 0
+        searches = retries = window = 0
+        if plan is not None:
+            looked_up += plan.stats.seconds
+            window = plan.stats.widest
         if plan is not None and route != "full":
             for part in plan.parts:
                 if isinstance(part, Reuse):
@@ -300,6 +302,9 @@ class SessionTokenizer:
             searches=searches,
             retries=retries,
             fallback=reason,
+            copied=copied,
+            lookup_s=looked_up,
+            window=window,
         )
 
 
