@@ -65,15 +65,14 @@ class ReferenceEncoder:
         ids = np.asarray(enc.ids, dtype=np.int32)
         if not len(ids):
             return ids, np.zeros(0, dtype=np.int32)
-        char_ends = np.asarray(enc.offsets, dtype=np.int32)[:, 1]
-        if text.isascii():
-            return ids, char_ends
-        ends = char_to_byte_offsets(text)[char_ends]
-        # Characters that normalization composed into the last one (a trailing combining
-        # mark) get no offset of their own; no token follows them, so the last token ends
-        # where the text does.
-        ends[-1] = len(text.encode("utf-8"))
-        return ids, ends
+        offsets = np.asarray(enc.offsets, dtype=np.int32)
+        table = None if text.isascii() else char_to_byte_offsets(text)
+        starts, ends = (offsets if table is None else table[offsets]).T
+        # Characters that normalization composed into the one before (a combining mark) or
+        # dropped get no offset of their own: they belong to the token before them, so the
+        # tokens' extents cover the text, each ending where the next begins (or the text ends).
+        ends = np.maximum(ends, np.append(starts[1:], len(text.encode("utf-8"))))
+        return ids, np.ascontiguousarray(ends, dtype=np.int32)
 
 
 def char_to_byte_offsets(text: str) -> OffsetArray:
