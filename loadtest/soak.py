@@ -62,7 +62,7 @@ from loadtest.processes import (  # noqa: E402
 from loadtest.standin_upstream import prompt_digest  # noqa: E402
 
 MODEL = "soak"
-_SHADOW = re.compile(r"^(toksplice_shadow_\w+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
+_SHADOW = re.compile(r"^(toksplice_shadow_\w+_total)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
 
 
 @dataclass
