@@ -8,6 +8,7 @@ it and stops (a smoke test of the whole path).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -62,7 +63,8 @@ def demo(*, port: int, once: bool, threads: int, log_level: str = "info") -> int
         )
         if not once:
             print(_curl_line(port), flush=True)
-            server.run()
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, as uvicorn.run takes it
+                server.run()
             return 0
         runner = threading.Thread(target=server.run, daemon=True)
         runner.start()
