@@ -41,6 +41,7 @@ class MergeTable:
         symbol = bytes_to_unicode()
         self.byte_ids = np.asarray([vocab[symbol[b]] for b in range(256)], dtype=np.int32)
         self._to_symbols = str.maketrans({chr(b): symbol[b] for b in range(256)})
+        self._to_bytes = {char: byte for byte, char in symbol.items()}
         self.ignore_merges = bool(model.get("ignore_merges", False))
         self._vocab = vocab
         self.width = np.int64(max(vocab.values()) + 1)
@@ -59,6 +60,14 @@ class MergeTable:
         if not self.ignore_merges:
             return None
         return self._vocab.get(piece.decode("latin-1").translate(self._to_symbols))
+
+    def words(self) -> dict[bytes, int]:
+        """The vocabulary as byte strings (entries with a non-byte-level symbol left out)."""
+        out: dict[bytes, int] = {}
+        for token, i in self._vocab.items():
+            if all(char in self._to_bytes for char in token):
+                out[bytes(self._to_bytes[char] for char in token)] = i
+        return out
 
     def merge(self, pieces: Sequence[bytes]) -> list[IdArray]:
         """The ids of each piece after all its merges."""

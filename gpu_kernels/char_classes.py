@@ -12,6 +12,8 @@ block at a time, the first time a text touches the block (ASCII text probes one 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from tokenizers import Regex, pre_tokenizers
@@ -23,11 +25,18 @@ ClassCodes = npt.NDArray[np.uint8]
 NL, SP, WS, L, N, AP, P = range(7)
 """``\\r``/``\\n``; U+0020; other ``\\s``; ``\\p{L}``; ``\\p{N}``; ``'``; everything else."""
 
+SENT = 255
+"""Class of an added token's sentinel (and of the characters before the text): no rule's class."""
+
 CONTRACTION_LETTERS = "strevmld"
 """Fold codes: 0 = none, ``1 + CONTRACTION_LETTERS.index(x)`` = equals ``x`` ignoring case."""
 
-_BLOCK_BITS = 12
+BLOCK_BITS = 12
 _CODE_POINTS = 0x110000
+SENTINEL_POINT = _CODE_POINTS
+"""The code point an added token decodes to (past Unicode): its class is SENT."""
+BLOCKS = (_CODE_POINTS >> BLOCK_BITS) + 1
+"""Class blocks, the sentinel's included (always probed)."""
 _SURROGATES = range(0xD800, 0xE000)
 
 
@@ -44,21 +53,28 @@ class ClassTable:
     """Class and contraction-fold codes of every code point, probed block by block on demand."""
 
     def __init__(self) -> None:
-        self._classes = np.full(_CODE_POINTS, P, dtype=np.uint8)
-        self._folds = np.zeros(_CODE_POINTS, dtype=np.uint8)
-        self._probed = np.zeros(_CODE_POINTS >> _BLOCK_BITS, dtype=bool)
+        self.classes = np.full(_CODE_POINTS + 1, P, dtype=np.uint8)
+        self.folds = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
+        self.classes[SENTINEL_POINT] = SENT
+        self._probed = np.zeros(BLOCKS, dtype=bool)
+        self._probed[SENTINEL_POINT >> BLOCK_BITS] = True
+        self.version = 0
+        """Bumped whenever a block is probed (device copies of the arrays are then stale)."""
 
     def lookup(self, code_points: CodePoints) -> tuple[ClassCodes, ClassCodes]:
         """(class codes, fold codes) of ``code_points``."""
-        blocks = np.unique(code_points >> _BLOCK_BITS)
+        self.ensure(np.unique(code_points >> BLOCK_BITS))
+        return self.classes[code_points], self.folds[code_points]
+
+    def ensure(self, blocks: npt.NDArray[np.integer[Any]]) -> None:
+        """Probe the ``blocks`` (indices) not probed yet."""
         for block in blocks[~self._probed[blocks]]:
             self._probe_block(int(block))
-        return self._classes[code_points], self._folds[code_points]
 
     def _probe_block(self, block: int) -> None:
-        first = block << _BLOCK_BITS
+        first = block << BLOCK_BITS
         points = np.asarray(
-            [c for c in range(first, first + (1 << _BLOCK_BITS)) if c not in _SURROGATES],
+            [c for c in range(first, first + (1 << BLOCK_BITS)) if c not in _SURROGATES],
             dtype=np.int64,
         )
         probe = "".join(map(chr, points))
@@ -82,9 +98,10 @@ class ClassTable:
         if np.any((folds > 0) & ~letters):
             # The piece-start rules read contractions inside letter runs only.
             raise RuntimeError(f"block {block:#x}: a contraction letter is not \\p{{L}}")
-        self._classes[points] = classes
-        self._folds[points] = folds
+        self.classes[points] = classes
+        self.folds[points] = folds
         self._probed[block] = True
+        self.version += 1
 
 
 def code_points(text: str) -> CodePoints:

@@ -1,81 +1,75 @@
-"""Byte-level BPE on the GPU, one thread per piece (the short-piece tier of the issue).
+"""Byte-level BPE on the device, specialised by piece length.
 
-Each thread runs HF's merge order on its own piece: find the lowest-rank adjacent pair
-(leftmost among equals; ranks looked up by binary search in the sorted pair keys held in
-device memory), merge it, repeat.  That is O(length^2 log merges) per piece, right for the
-short pieces that dominate text; warp and block tiers for long pieces are not written yet.
-The whole-word lookup of ``ignore_merges`` vocabularies stays on the host (``MergeTable``).
+* thread tier (``bpe_short``): a thread per piece of up to ``SHORT_MAX`` bytes, in registers;
+* warp tier (``bpe_long``, 32 lanes): pieces up to ``WARP_MAX`` bytes, a warp per piece;
+* block tier (``bpe_long``, ``BLOCK_LANES`` lanes): longer pieces, a block per piece.
+
+Each runs HF's merge order (lowest rank, leftmost among equals) with the ranks found by binary
+search in the sorted pair keys held in device memory; ``whole_words`` first settles added
+tokens, one-byte pieces and (``ignore_merges``) pieces that are a word of the vocabulary.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from gpu_kernels.backend import Backend, default_backend, per_item
 from gpu_kernels.byte_bpe import IdArray, MergeTable
-
-_THREADS = 128
-
-SOURCE = r"""
-extern "C" __global__ void bpe_per_piece(
-    int* tokens, const long long* begin, const long long* end, const long long pieces,
-    const long long* keys, const long long* ranks, const int* merged, const long long merges,
-    const long long width, int* counts)
-{
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= pieces) return;
-    int* t = tokens + begin[p];
-    long long length = end[p] - begin[p];
-    while (length > 1) {
-        long long best_rank = 0x7fffffffffffffffLL;
-        long long best_at = -1;
-        long long best_slot = -1;
-        for (long long j = 0; j + 1 < length; ++j) {
-            long long key = (long long)t[j] * width + t[j + 1];
-            long long low = 0, high = merges;  /* first slot with keys[slot] >= key */
-            while (low < high) {
-                long long mid = (low + high) / 2;
-                if (keys[mid] < key) low = mid + 1; else high = mid;
-            }
-            if (low < merges && keys[low] == key && ranks[low] < best_rank) {
-                best_rank = ranks[low];
-                best_at = j;
-                best_slot = low;
-            }
-        }
-        if (best_at < 0) break;
-        t[best_at] = merged[best_slot];
-        for (long long j = best_at + 1; j + 1 < length; ++j) t[j] = t[j + 1];
-        --length;
-    }
-    counts[p] = (int)length;
-}
-"""
+from gpu_kernels.cuda_source import BLOCK_LANES, SHORT_MAX, WARP_MAX
 
 
-def merge_on_device(table: MergeTable, pieces: Sequence[bytes]) -> list[IdArray]:
-    """``table.merge(pieces)`` computed on the GPU (host bytes in, host ids out)."""
+class DeviceMerges:
+    """A merge table in device memory and the tier launches over it."""
+
+    def __init__(self, backend: Backend, table: MergeTable) -> None:
+        self._backend = backend
+        xp = backend.xp
+        self.byte_ids = xp.asarray(table.byte_ids)
+        self._table = (
+            xp.asarray(table.pair_keys), xp.asarray(table.pair_ranks),
+            xp.asarray(table.pair_merged), np.int64(len(table.pair_keys)), np.int64(table.width),
+        )  # fmt: skip
+
+    def merge(self, tokens: Any, begin: Any, end: Any, done: Any, counts: Any) -> None:
+        """Merge every piece not ``done`` in place; ``counts`` gets each one's id count."""
+        backend, xp = self._backend, self._backend.xp
+        pieces = len(begin)
+        per_item(backend, "bpe_short", pieces, tokens, begin, end, np.int64(pieces), done,
+                 *self._table, counts)  # fmt: skip
+        lengths = end - begin
+        longer = (lengths > SHORT_MAX) & (done == 0)
+        for listed, lanes in (
+            (xp.flatnonzero(longer & (lengths <= WARP_MAX)), 32),
+            (xp.flatnonzero(longer & (lengths > WARP_MAX)), BLOCK_LANES),
+        ):
+            if len(listed) == 0:
+                continue
+            sizes = lengths[listed]
+            scratch_at = xp.cumsum(sizes) - sizes
+            scratch = [xp.empty(int(sizes.sum()), dtype=xp.int32) for _ in range(4)]
+            args = (tokens, begin, end, listed, scratch_at, np.int64(len(listed)), *scratch,
+                    *self._table, counts)  # fmt: skip
+            backend.launch("bpe_long", len(listed), lanes, args)
+
+
+def merge_on_device(
+    table: MergeTable, pieces: Sequence[bytes], backend: Backend | None = None
+) -> list[IdArray]:
+    """``table.merge(pieces)`` computed by the tier kernels (host bytes in, host ids out)."""
     if not pieces:
         return []
-    cupy: Any = importlib.import_module("cupy")
+    backend = default_backend(backend)
+    xp = backend.xp
+    merges = DeviceMerges(backend, table)
     lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
     end = np.cumsum(lengths)
     begin = end - lengths
-    tokens = cupy.asarray(table.byte_ids[np.frombuffer(b"".join(pieces), dtype=np.uint8)])
-    counts = cupy.zeros(len(pieces), dtype=cupy.int32)
-    kernel = cupy.RawKernel(SOURCE, "bpe_per_piece")  # compiled once, cached by CuPy
-    kernel(
-        ((len(pieces) + _THREADS - 1) // _THREADS,),
-        (_THREADS,),
-        (
-            tokens, cupy.asarray(begin), cupy.asarray(end), np.int64(len(pieces)),
-            cupy.asarray(table.pair_keys), cupy.asarray(table.pair_ranks),
-            cupy.asarray(table.pair_merged), np.int64(len(table.pair_keys)),
-            np.int64(table.width), counts,
-        ),
-    )  # fmt: skip
-    host_tokens, host_counts = cupy.asnumpy(tokens), cupy.asnumpy(counts)
+    tokens = merges.byte_ids[xp.asarray(np.frombuffer(b"".join(pieces), dtype=np.uint8))]
+    counts = xp.asarray(lengths.astype(np.int32))
+    done = xp.zeros(len(pieces), dtype=xp.uint8)
+    merges.merge(tokens, xp.asarray(begin), xp.asarray(end), done, counts)
+    host_tokens, host_counts = backend.to_host(tokens), backend.to_host(counts)
     return [host_tokens[b : b + c] for b, c in zip(begin, host_counts, strict=True)]

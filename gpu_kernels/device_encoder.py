@@ -1,35 +1,104 @@
-"""The GPU path: the twin's pipeline with its predicate and BPE stages run by the kernels.
+"""The GPU cold-start encoder: every stage after the added-token split runs on the device.
 
-The added-token split, the normalizer, the class lookup, the distinct-piece table, the
-whole-word lookup and the final gather stay on the host for now (see the README section).
+Host: split added tokens off and normalize (``payload``), one copy of the UTF-8 bytes in.
+Device: mark the added-token spans, find character starts and decode, look classes up (the
+class table's blocks the text touches are probed on the host first, once per engine), piece
+starts, compaction, byte ids, whole words / added tokens, the three BPE tiers, and the gather
+into text order.  One copy of the ids out.  The same stages as ``TwinEncoder``, which proves
+them on machines without a GPU.
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
+import numpy as np
 from tokenizers import Tokenizer
 
-from app.tokenization.spec import spec_from_json
-from gpu_kernels.char_classes import ClassTable
-from gpu_kernels.cupy_bpe import merge_on_device
-from gpu_kernels.cupy_predicate import cl100k_starts_on_device
-from gpu_kernels.piece_starts import DIGITS_PER_PIECE
-from gpu_kernels.twin import TwinEncoder, UnsupportedTokenizer
+from gpu_kernels.backend import Backend, default_backend, per_item
+from gpu_kernels.byte_bpe import IdArray
+from gpu_kernels.char_classes import BLOCKS, ClassTable
+from gpu_kernels.cupy_bpe import DeviceMerges
+from gpu_kernels.cupy_predicate import DEVICE_FAMILIES, device_starts
+from gpu_kernels.plan import EncoderPlan, UnsupportedTokenizer
+from gpu_kernels.whole_words import WholeWords
 
 
-def device_encoder(
-    tokenizer: Tokenizer, *, classes: ClassTable | None = None, cache_bytes: int = 64 << 20
-) -> TwinEncoder:
-    """An encoder for a cl100k-family tokenizer whose kernels run on the GPU (CuPy needed)."""
-    family = spec_from_json(json.loads(tokenizer.to_str())).family
-    if family is None or family not in DIGITS_PER_PIECE:
-        raise UnsupportedTokenizer(f"no device predicate for family {family!r}")
-    per_piece = DIGITS_PER_PIECE[family]
-    return TwinEncoder(
-        tokenizer,
-        classes=classes,
-        cache_bytes=cache_bytes,
-        predicate=lambda c, f, _: cl100k_starts_on_device(c, f, digits_per_piece=per_piece),
-        merge=merge_on_device,
-    )
+class DeviceEncoder:
+    """``encode(text)`` equals ``Tokenizer.encode(text, add_special_tokens=False).ids``."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        classes: ClassTable | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        """``backend`` defaults to the GPU (CuPy); tests pass a host build of the kernels."""
+        self.plan = EncoderPlan(tokenizer, classes)
+        if self.plan.family not in DEVICE_FAMILIES:
+            raise UnsupportedTokenizer(f"no device predicate for family {self.plan.family!r}")
+        self._backend = default_backend(backend)
+        xp = self._backend.xp
+        merges = self.plan.merges
+        self._merges = DeviceMerges(self._backend, merges)
+        words = WholeWords(merges.words() if merges.ignore_merges else {})
+        self._words = (
+            xp.asarray(words.slots), np.int64(words.mask), xp.asarray(words.bytes),
+            xp.asarray(words.at), xp.asarray(words.ids), np.int64(words.max_len),
+        )  # fmt: skip
+        self._exact = np.int32(self.plan.family == "gpt2")
+        self._tables: tuple[Any, Any] | None = None
+        self._version = -1
+
+    def encode(self, text: str) -> IdArray:
+        backend = self._backend
+        xp = backend.xp
+        payload = self.plan.split.payload(text)
+        size = len(payload.data)
+        if size == 0:
+            return np.zeros(0, dtype=np.int32)
+        data = xp.array(np.frombuffer(payload.data, dtype=np.uint8))  # a copy: marked in place
+        spans = len(payload.span_begin)
+        if spans:
+            span_begin = xp.asarray(payload.span_begin)
+            span_end = xp.asarray(payload.span_end)
+            per_item(backend, "mark_spans", spans, data, span_begin, span_end, np.int64(spans))
+        char_at = xp.flatnonzero((data & 0xC0) != 0x80)
+        n = len(char_at)
+        points = xp.empty(n, dtype=xp.uint32)
+        touched = xp.zeros(BLOCKS, dtype=xp.uint8)
+        per_item(backend, "decode_utf8", n, data, char_at, np.int64(n), points, touched)
+        table_classes, table_folds = self._class_tables(touched)
+        classes = xp.empty(n, dtype=xp.uint8)
+        folds = xp.empty(n, dtype=xp.uint8)
+        per_item(backend, "classify", n, points, np.int64(n), table_classes, table_folds,
+                 self._exact, classes, folds)  # fmt: skip
+        starts = device_starts(backend, self.plan.family, classes, folds)
+        begin = char_at[xp.flatnonzero(starts)]
+        end = xp.concatenate((begin[1:], xp.asarray([size], dtype=xp.int64)))
+        pieces = len(begin)
+        tokens = self._merges.byte_ids[data]
+        if spans:
+            tokens[span_begin] = xp.asarray(payload.added_ids)
+        counts = xp.empty(pieces, dtype=xp.int32)
+        done = xp.empty(pieces, dtype=xp.uint8)
+        per_item(backend, "whole_words", pieces, data, begin, end, np.int64(pieces),
+                 *self._words, tokens, counts, done)  # fmt: skip
+        self._merges.merge(tokens, begin, end, done, counts)
+        out_at = xp.cumsum(counts, dtype=xp.int64)
+        out = xp.empty(int(out_at[-1]), dtype=xp.int32)
+        out_at -= counts
+        per_item(backend, "gather_ids", pieces, tokens, begin, counts, out_at, np.int64(pieces),
+                 out)  # fmt: skip
+        return backend.to_host(out)
+
+    def _class_tables(self, touched: Any) -> tuple[Any, Any]:
+        """The class and fold tables on the device, with every block ``touched`` probed."""
+        table = self.plan.classes
+        table.ensure(np.flatnonzero(self._backend.to_host(touched)))
+        if self._tables is None or self._version != table.version:
+            xp = self._backend.xp
+            self._tables = (xp.asarray(table.classes), xp.asarray(table.folds))
+            self._version = table.version
+        return self._tables

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from gpu_kernels.char_classes import (
     AP,
     CONTRACTION_LETTERS,
+    SENT,
     SP,
     WS,
     ClassCodes,
@@ -36,7 +37,7 @@ from gpu_kernels.char_classes import (
     L,
     N,
 )
-from gpu_kernels.run_scans import run_offsets, runs, whitespace_starts
+from gpu_kernels.run_scans import gpt2_whitespace_starts, run_offsets, whitespace_starts
 
 Flags = npt.NDArray[np.bool_]
 Indices = npt.NDArray[np.int64]
@@ -45,7 +46,6 @@ _FOLD = {letter: code for code, letter in enumerate(CONTRACTION_LETTERS, start=1
 ONE_LETTER_CONTRACTIONS = tuple(_FOLD[c] for c in "stmd")  # 's 't 'm 'd (fold codes)
 TWO_LETTER_CONTRACTIONS = tuple((_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "ll"))
 _LOWER = b"\0" + CONTRACTION_LETTERS.encode()  # fold code -> the lowercase ASCII letter
-_BEFORE = 255  # class of the characters before the text: equals no class code
 
 
 Shifted = TypeVar("Shifted", ClassCodes, Flags)
@@ -64,11 +64,12 @@ def cl100k_starts(classes: ClassCodes, folds: ClassCodes, *, digits_per_piece: i
     starts = np.zeros(n, dtype=bool)
     if n == 0:
         return starts
-    prev = _shift(classes, 1, _BEFORE)
-    prev2 = _shift(classes, 2, _BEFORE)
-    is_punct = classes >= AP
+    prev = _shift(classes, 1, SENT)
+    prev2 = _shift(classes, 2, SENT)
+    is_punct = (classes >= AP) & (classes != SENT)
     prev_punct = _shift(is_punct, 1, False)
 
+    starts |= classes == SENT
     digit = classes == N
     starts |= digit & (run_offsets(digit, np) % digits_per_piece == 0)
     starts |= is_punct & ~prev_punct & (prev != SP)
@@ -94,28 +95,32 @@ def gpt2_starts(classes: ClassCodes, folds: ClassCodes, points: CodePoints) -> F
     ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``:
     a run of letters, digits or punctuation starts unless U+0020 precedes it (that space is its
     prefix); a `'` that starts a piece ends it after a lowercase contraction, if one follows;
-    a whitespace run [a, b) starts at a and hands b-1 to the next piece when b < n.
+    a whitespace run [a, b) starts at a and hands b-1 to the next piece unless b ends the
+    text or a stretch (an added token's sentinel).
     """
     n = len(classes)
     if n == 0:
         return np.zeros(0, dtype=bool)
-    prev = _shift(classes, 1, _BEFORE)
-    is_punct = classes >= AP
+    prev = _shift(classes, 1, SENT)
+    is_punct = (classes >= AP) & (classes != SENT)
     prev_punct = _shift(is_punct, 1, False)
     letter, digit = classes == L, classes == N
     run_first = (letter & (prev != L)) | (digit & (prev != N)) | (is_punct & ~prev_punct)
-    starts: Flags = run_first & (prev != SP)
+    starts: Flags = (run_first & (prev != SP)) | (classes == SENT)
     apostrophe_starts = _shift(starts & (classes == AP), 1, False)
-    exact = np.where(points == np.frombuffer(_LOWER, np.uint8)[folds], folds, 0)
-    cuts, matched = _contractions(exact.astype(np.uint8), letter & apostrophe_starts)
+    cuts, matched = _contractions(exact_folds(points, folds), letter & apostrophe_starts)
     starts &= ~matched
     starts |= cuts
-    run_begin, run_end = runs(classes <= WS, np)
-    starts[run_begin] = True
-    hand = (run_end < n) & (run_end - 1 > run_begin)
-    starts[run_end[hand] - 1] = True
+    gpt2_whitespace_starts(classes, starts, np)
     starts[0] = True
     return starts
+
+
+def exact_folds(points: CodePoints, folds: ClassCodes) -> ClassCodes:
+    """The folds where the character is the lowercase ASCII letter itself (GPT-2 matches
+    contractions case-sensitively)."""
+    exact: ClassCodes = np.where(points == np.frombuffer(_LOWER, np.uint8)[folds], folds, 0)
+    return exact.astype(np.uint8)
 
 
 def _contractions(folds: ClassCodes, opens: Flags) -> tuple[Flags, Flags]:

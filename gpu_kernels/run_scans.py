@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_kernels.char_classes import AP, NL, WS
+from gpu_kernels.char_classes import AP, NL, SENT, WS
 
 Array = Any
 """A 1-D ``numpy.ndarray`` or ``cupy.ndarray``."""
@@ -37,7 +37,8 @@ def whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
     """Mark the piece starts inside whitespace runs of the cl100k family, in place.
 
     Punctuation absorbs the newlines opening the run after it; the rest [a', b) starts at a'
-    and after its last newline t, and hands b-1 to the next piece when b < n and b-1 > t.
+    and after its last newline t, and hands b-1 to the next piece when b-1 > t and b does not
+    end the text or a stretch (``_continues``).
     """
     n = len(classes)
     begin, end = runs(classes <= WS, xp)
@@ -46,14 +47,30 @@ def whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
     newline = classes == NL
     # A newline stretch ends at the next non-newline.
     stretch_end = _first_at_or_after(xp.flatnonzero(~newline), begin, n, xp)
-    absorbs = (begin > 0) & (classes[xp.maximum(begin - 1, 0)] >= AP)
+    before = classes[xp.maximum(begin - 1, 0)]
+    absorbs = (begin > 0) & (before >= AP) & (before != SENT)
     first = xp.where(absorbs, xp.minimum(stretch_end, end), begin)
     last_newline = _last_before(xp.flatnonzero(newline), end, xp)
     after_newline = xp.maximum(last_newline + 1, first)
     starts[first[first < end]] = True
     starts[after_newline[after_newline < end]] = True
-    hand = (end < n) & (end - 1 > after_newline)
+    hand = _continues(classes, end, xp) & (end - 1 > after_newline)
     starts[end[hand] - 1] = True
+
+
+def gpt2_whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
+    """GPT-2's whitespace runs [a, b), in place: a starts, and b-1 when b-1 > a and b does
+    not end the text or a stretch (``\\s+(?!\\S)`` leaves the last one to the next piece)."""
+    begin, end = runs(classes <= WS, xp)
+    starts[begin] = True
+    hand = _continues(classes, end, xp) & (end - 1 > begin)
+    starts[end[hand] - 1] = True
+
+
+def _continues(classes: Array, end: Array, xp: Any) -> Array:
+    """Whether the text goes on at each ``end`` within the same stretch (no sentinel there)."""
+    n = len(classes)
+    return (end < n) & (classes[xp.minimum(end, n - 1)] != SENT)
 
 
 def _first_at_or_after(positions: Array, queries: Array, missing: int, xp: Any) -> Array:

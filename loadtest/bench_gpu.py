@@ -1,95 +1,82 @@
-"""The GPU path against the reference and the twin, measured in one run (needs a GPU).
+"""The GPU cold-start encoder against the reference, measured in one run (needs a GPU).
 
-    python loadtest/bench_gpu.py [--chars 1000000,4000000] [--tokenizer llama3]
+    python loadtest/bench_gpu.py [--chars 1000000,4000000] [--tokenizers llama3,qwen3,gpt2]
 
-For each size one generated agent transcript (loadtest/agent_sessions ``corpus``), best of 3:
+For each tokenizer and size, one generated agent transcript (loadtest/agent_sessions
+``corpus``, added tokens included) and, best of ``--repeat``:
 
-* predicate stage: the reference's own pre-tokenizer (``pre_tokenize_str``, one thread, it
-  also slices the pieces), the twin's NumPy predicate, the CuPy predicate with its copies;
-* end to end (ids): the reference's ``encode`` and ``encode_batch_fast([text])`` (one thread
-  each), the twin, and ``device_encoder`` (predicate and BPE kernels; added tokens, classes,
-  distinct pieces and the gather still on the host), both with the piece cache off.
+* ``ref enc``: the reference ``encode`` (one thread, with offsets);
+* ``ref fast``: ``encode_batch_fast([text])`` (one thread, no offsets);
+* ``ref batch``: ``encode_batch_fast`` of the text cut into 256 chunks at newlines, on every
+  core: what CPU parallelism gives (its ids are not the text's: chunks split pieces);
+* ``gpu``: ``DeviceEncoder.encode`` end to end (str in, host ids out: the added-token split,
+  both copies and every kernel), its ids checked equal to the reference's;
+* ``host``: the host's share of ``gpu`` (the added-token split and UTF-8 encode).
 
-Kernels are compiled and class blocks probed before timing; every result is checked equal.
+Kernels are compiled and class blocks probed before timing (a warm-up encode).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from app import assets
-from app.tokenization.spec import spec_from_json
-from gpu_kernels import TwinEncoder, is_available, unavailable_reason
-from gpu_kernels.char_classes import ClassTable, code_points
-from gpu_kernels.cupy_predicate import cl100k_starts_on_device
-from gpu_kernels.device_encoder import device_encoder
-from gpu_kernels.piece_starts import DIGITS_PER_PIECE, cl100k_starts
+from gpu_kernels import is_available, unavailable_reason
+from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.device_encoder import DeviceEncoder
 from loadtest.agent_sessions.session import corpus
 from loadtest.bench_gpu_twin import best_of
 
-_COLUMNS = ("ref pre", "twin pre", "gpu pre", "ref enc", "ref fast", "twin", "gpu", "gpu/fast")
+_COLUMNS = ("ref enc", "ref fast", "ref batch", "gpu", "host")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chars", default="1000000,4000000")
-    parser.add_argument("--tokenizer", default="llama3", help="a cl100k-family asset")
+    parser.add_argument("--tokenizers", default="llama3,qwen3,gpt2")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if not is_available():
         raise SystemExit(f"no GPU path: {unavailable_reason()}")
-    tokenizer = Tokenizer.from_file(str(assets.fetch()[args.tokenizer]))
-    family = spec_from_json(json.loads(tokenizer.to_str())).family
-    if family not in DIGITS_PER_PIECE:
-        raise SystemExit(f"{args.tokenizer} is not a cl100k-family tokenizer")
-    per_piece = DIGITS_PER_PIECE[family]
+    paths = assets.fetch()
     table = ClassTable()
-    print("MB/s per column; gpu/fast = end-to-end speed-up over encode_batch_fast")
-    print(f"{'chars':>10}" + "".join(f"{c:>10}" for c in _COLUMNS))
-    for chars in map(int, args.chars.split(",")):
-        text = corpus(11, chars)
-        stage = _predicate_stage(tokenizer, table, text, per_piece)
-        seconds = stage + _end_to_end(tokenizer, table, text)
-        mb = len(text.encode()) / 1e6
-        rates = "".join(f"{mb / t:>10.2f}" for t in seconds)
-        print(f"{chars:>10,}{rates}{seconds[4] / seconds[6]:>9.2f}x")
+    print(f"MB/s (UTF-8 bytes) per column; {os.cpu_count()} cores for ref batch")
+    header = "".join(f"{c:>10}" for c in _COLUMNS)
+    print(f"{'tokenizer':<10}{'chars':>10}{header}{'gpu GB/s':>10}{'gpu/enc':>9}{'gpu/batch':>10}")
+    for name in args.tokenizers.split(","):
+        tokenizer = Tokenizer.from_file(str(paths[name]))
+        encoder = DeviceEncoder(tokenizer, classes=table)
+        for chars in map(int, args.chars.split(",")):
+            text = corpus(11, chars)
+            seconds = _measure(tokenizer, encoder, text, args.repeat)
+            mb = len(text.encode()) / 1e6
+            rates = "".join(f"{mb / t:>10.1f}" for t in seconds)
+            ratios = f"{seconds[0] / seconds[3]:>8.0f}x{seconds[2] / seconds[3]:>9.1f}x"
+            print(f"{name:<10}{chars:>10,}{rates}{mb / seconds[3] / 1e3:>10.3f}{ratios}")
 
 
-def _predicate_stage(
-    tokenizer: Tokenizer, table: ClassTable, text: str, per_piece: int
+def _measure(
+    tokenizer: Tokenizer, encoder: DeviceEncoder, text: str, repeat: int
 ) -> tuple[float, ...]:
-    classes, folds = table.lookup(code_points(text))
-    expected = cl100k_starts(classes, folds, digits_per_piece=per_piece)
-    got = cl100k_starts_on_device(classes, folds, digits_per_piece=per_piece)
-    if not np.array_equal(got, expected):
-        raise SystemExit("the device flags differ from the twin's")
-    pre = tokenizer.pre_tokenizer
-    return (
-        best_of(3, lambda: pre.pre_tokenize_str(text)),
-        best_of(3, lambda: cl100k_starts(classes, folds, digits_per_piece=per_piece)),
-        best_of(3, lambda: cl100k_starts_on_device(classes, folds, digits_per_piece=per_piece)),
-    )
-
-
-def _end_to_end(tokenizer: Tokenizer, table: ClassTable, text: str) -> tuple[float, ...]:
     expected = tokenizer.encode(text, add_special_tokens=False).ids
-    twin = TwinEncoder(tokenizer, classes=table, cache_bytes=0)
-    gpu = device_encoder(tokenizer, classes=table, cache_bytes=0)
-    for encoder in (twin, gpu):
-        if encoder.encode(text).tolist() != expected:
-            raise SystemExit("ids differ from the reference")
+    if encoder.encode(text).tolist() != expected:
+        raise SystemExit("the device's ids differ from the reference")
+    lines = text.splitlines(keepends=True)
+    step = max(1, len(lines) // 256)
+    chunks = ["".join(lines[i : i + step]) for i in range(0, len(lines), step)]
     return (
-        best_of(3, lambda: tokenizer.encode(text, add_special_tokens=False)),
-        best_of(3, lambda: tokenizer.encode_batch_fast([text], add_special_tokens=False)),
-        best_of(3, lambda: twin.encode(text)),
-        best_of(3, lambda: gpu.encode(text)),
+        best_of(repeat, lambda: tokenizer.encode(text, add_special_tokens=False)),
+        best_of(repeat, lambda: tokenizer.encode_batch_fast([text], add_special_tokens=False)),
+        best_of(repeat, lambda: tokenizer.encode_batch_fast(chunks, add_special_tokens=False)),
+        best_of(repeat, lambda: encoder.encode(text)),
+        best_of(repeat, lambda: encoder.plan.split.payload(text)),
     )
 
 

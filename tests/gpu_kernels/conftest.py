@@ -1,4 +1,5 @@
-"""Fixtures of the GPU-path tests: twins of the covered families sharing one class table."""
+"""Fixtures of the GPU-path tests: twins of the covered families sharing one class table, and
+the kernels built for the host."""
 
 from __future__ import annotations
 
@@ -6,23 +7,38 @@ import functools
 import json
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from gpu_kernels import TwinEncoder
-from gpu_kernels.byte_bpe import IdArray, MergeTable
-from gpu_kernels.char_classes import ClassCodes, ClassTable, N
-from gpu_kernels.cupy_bpe import SOURCE as BPE_SOURCE
-from gpu_kernels.cupy_predicate import SOURCE as PREDICATE_SOURCE
-from gpu_kernels.piece_starts import Flags
-from gpu_kernels.run_scans import run_offsets, whitespace_starts
-from gpu_kernels.twin import MergeStage
-from tests.gpu_kernels.host_build import build_for_host
+from gpu_kernels import TwinEncoder, is_available, unavailable_reason
+from gpu_kernels.byte_bpe import MergeTable
+from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.cuda_source import SOURCE
+from tests.adversarial import long_texts, texts
+from tests.gpu_kernels.host_build import HostBackend
 
 FAMILIES = {"qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2"}
 """The assets the twin covers, with their pre-tokenizer family (``app.tokenization.spec``)."""
+
+on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
+
+_SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>"]
+"""Added tokens of the covered vocabularies (each is plain text where its vocabulary lacks it)."""
+
+spliced_texts = st.lists(
+    st.one_of(
+        texts,
+        st.sampled_from(_SPECIALS),
+        st.sampled_from([" ", "  ", "\n", " \n ", "\t", "'s", "'RE", "1234", "a", "é", "..."]),
+    ),
+    max_size=10,
+).map("".join)
+"""Added tokens next to what the predicate decides near a stretch's ends: whitespace runs
+(handed on, or not, at the end), contractions, digit groups, letters after punctuation."""
+
+adversarial = st.one_of(texts, long_texts, spliced_texts)
 
 
 def differential(examples: int) -> settings:
@@ -53,41 +69,7 @@ def merge_table(reference: Callable[[str], Tokenizer]) -> Callable[[str], MergeT
     return functools.cache(lambda name: MergeTable(json.loads(reference(name).to_str())["model"]))
 
 
-HostPredicate = Callable[[ClassCodes, ClassCodes, int], Flags]
-"""(classes, folds, digits per piece) -> piece-start flags."""
-
-
 @pytest.fixture(scope="session")
-def host_predicate(tmp_path_factory: pytest.TempPathFactory) -> HostPredicate:
-    """The kernel source built for the host, composed with the run scans like the device's."""
-    run = build_for_host(PREDICATE_SOURCE, "cl100k_local_starts", tmp_path_factory.mktemp("host"))
-
-    def starts(classes: ClassCodes, folds: ClassCodes, per_piece: int) -> Flags:
-        flags = np.zeros(len(classes), dtype=bool)
-        if len(classes) == 0:
-            return flags
-        offsets = np.ascontiguousarray(run_offsets(classes == N, np), dtype=np.int64)
-        run(len(classes), classes, folds, offsets, per_piece, len(classes), flags)
-        whitespace_starts(classes, flags, np)
-        flags[0] = True
-        return flags
-
-    return starts
-
-
-@pytest.fixture(scope="session")
-def host_merge(tmp_path_factory: pytest.TempPathFactory) -> MergeStage:
-    run = build_for_host(BPE_SOURCE, "bpe_per_piece", tmp_path_factory.mktemp("host"))
-
-    def merge(table: MergeTable, batch: list[bytes]) -> list[IdArray]:
-        lengths = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-        end = np.cumsum(lengths)
-        begin = end - lengths
-        tokens = table.byte_ids[np.frombuffer(b"".join(batch), dtype=np.uint8)].copy()
-        counts = np.zeros(len(batch), dtype=np.int32)
-        keys, ranks, merged = table.pair_keys, table.pair_ranks, table.pair_merged
-        run(len(batch), tokens, begin, end, len(batch), keys, ranks, merged, len(keys),
-            int(table.width), counts)  # fmt: skip
-        return [tokens[b : b + c] for b, c in zip(begin, counts, strict=True)]
-
-    return merge
+def host_backend(tmp_path_factory: pytest.TempPathFactory) -> HostBackend:
+    """``kernels.cu`` built for the host: the device stages run by NumPy and g++."""
+    return HostBackend(SOURCE, tmp_path_factory.mktemp("host"))

@@ -1,80 +1,90 @@
-"""The GPU path end to end: the twin's pipeline with the kernels' stages equals the reference.
-
-Everywhere with the kernels built for the host; with the device kernels where a GPU exists.
-"""
+"""The device pipeline end to end equals the reference: every stage's kernel and the
+orchestration, built for the host everywhere, and on the device where a GPU exists."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from gpu_kernels import TwinEncoder, UnsupportedTokenizer, is_available, unavailable_reason
+from gpu_kernels import UnsupportedTokenizer
 from gpu_kernels.char_classes import ClassTable
-from gpu_kernels.device_encoder import device_encoder
-from gpu_kernels.twin import MergeStage
+from gpu_kernels.device_encoder import DeviceEncoder
 from loadtest.agent_sessions.session import corpus
-from tests.adversarial import long_texts, texts
-from tests.gpu_kernels.conftest import HostPredicate, differential
+from tests.gpu_kernels.conftest import FAMILIES, adversarial, differential, on_gpu
+from tests.gpu_kernels.host_build import HostBackend
 from tests.gpu_kernels.test_twin import assert_exact
 
-NAMES = {"qwen3": 1, "llama3": 3}  # digits per piece
-on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
+Encoders = Callable[[str], DeviceEncoder]
 
 
 @pytest.fixture(scope="module")
 def host_encoder(
-    reference: Callable[[str], Tokenizer],
-    class_table: ClassTable,
-    host_predicate: HostPredicate,
-    host_merge: MergeStage,
-) -> Callable[[str], TwinEncoder]:
-    encoders = {
-        name: TwinEncoder(
-            reference(name),
-            classes=class_table,
-            cache_bytes=0,  # every distinct piece goes through the kernel
-            predicate=lambda c, f, _, n=per_piece: host_predicate(c, f, n),
-            merge=host_merge,
-        )
-        for name, per_piece in NAMES.items()
-    }
-    return encoders.__getitem__
+    reference: Callable[[str], Tokenizer], class_table: ClassTable, host_backend: HostBackend
+) -> Encoders:
+    return functools.cache(
+        lambda name: DeviceEncoder(reference(name), classes=class_table, backend=host_backend)
+    )
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.fixture(scope="module")
+def gpu_encoder(reference: Callable[[str], Tokenizer], class_table: ClassTable) -> Encoders:
+    return functools.cache(lambda name: DeviceEncoder(reference(name), classes=class_table))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
 @differential(150)
-@given(text=st.one_of(texts, long_texts))
-def test_host_built_kernels_end_to_end(
-    name: str,
-    text: str,
-    reference: Callable[[str], Tokenizer],
-    host_encoder: Callable[[str], TwinEncoder],
+@given(text=adversarial)
+def test_host_build_end_to_end(
+    name: str, text: str, reference: Callable[[str], Tokenizer], host_encoder: Encoders
 ) -> None:
     assert_exact(reference(name), host_encoder(name), text)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_host_built_kernels_on_a_transcript(
-    name: str, reference: Callable[[str], Tokenizer], host_encoder: Callable[[str], TwinEncoder]
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize(
+    "text", ["", "<|im_start|>", "<|im_start|><|im_start|>", " ", "a", "<|endoftext|> \n"]
+)
+def test_host_build_edges(
+    name: str, text: str, reference: Callable[[str], Tokenizer], host_encoder: Encoders
 ) -> None:
-    assert_exact(reference(name), host_encoder(name), corpus(4, 100_000))
+    assert_exact(reference(name), host_encoder(name), text)
 
 
-def test_device_encoder_refuses_other_families(reference: Callable[[str], Tokenizer]) -> None:
+@pytest.mark.parametrize("name", FAMILIES)
+def test_host_build_on_a_transcript(
+    name: str, reference: Callable[[str], Tokenizer], host_encoder: Encoders
+) -> None:
+    assert_exact(reference(name), host_encoder(name), corpus(4, 200_000))
+
+
+@pytest.mark.parametrize("name", ["o200k", "deepseek_v3", "smollm2", "mistral_v1"])
+def test_other_families_are_refused(
+    name: str, reference: Callable[[str], Tokenizer], host_backend: HostBackend
+) -> None:
     with pytest.raises(UnsupportedTokenizer):
-        device_encoder(reference("gpt2"))
+        DeviceEncoder(reference(name), backend=host_backend)
 
 
 @pytest.mark.gpu
 @on_gpu
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("chars", [100_000, 1_000_000])
-def test_device_encoder_end_to_end(
-    name: str, chars: int, reference: Callable[[str], Tokenizer], class_table: ClassTable
+@pytest.mark.parametrize("name", FAMILIES)
+@differential(100)
+@given(text=adversarial)
+def test_device_end_to_end(
+    name: str, text: str, reference: Callable[[str], Tokenizer], gpu_encoder: Encoders
 ) -> None:
-    encoder = device_encoder(reference(name), classes=class_table, cache_bytes=0)
-    assert_exact(reference(name), encoder, corpus(6, chars))
+    assert_exact(reference(name), gpu_encoder(name), text)
+
+
+@pytest.mark.gpu
+@on_gpu
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("chars", [1_000_000, 4_000_000])
+def test_device_on_large_transcripts(
+    name: str, chars: int, reference: Callable[[str], Tokenizer], gpu_encoder: Encoders
+) -> None:
+    assert_exact(reference(name), gpu_encoder(name), corpus(6, chars))

@@ -1,0 +1,295 @@
+/* The device stages of a cold-start encode, one thread (or block) per item.  The constants
+ * (class codes, contraction folds, tier sizes) come from cuda_source.py's prelude.  Nothing here
+ * reads another thread's output within a launch except bpe_long, whose lanes meet at
+ * __syncthreads: every other kernel computes, thread by thread, what the NumPy twin computes. */
+
+__device__ __forceinline__ int at(const unsigned char* cls, long long i) {
+    return i >= 0 ? cls[i] : C_SENT;
+}
+__device__ __forceinline__ bool punct(int c) { return c >= C_AP && c != C_SENT; }
+
+/* Added tokens: the first byte of each span becomes the sentinel 0xFF (never in UTF-8), the
+ * rest continuation bytes, so the span decodes as one character of class C_SENT. */
+extern "C" __global__ void mark_spans(
+    unsigned char* bytes, const long long* span_begin, const long long* span_end,
+    const long long spans)
+{
+    long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= spans) return;
+    bytes[span_begin[s]] = 0xFF;
+    for (long long k = span_begin[s] + 1; k < span_end[s]; ++k) bytes[k] = 0x80;
+}
+
+/* Code point of each character (char_at: its first byte); touched marks its class block. */
+extern "C" __global__ void decode_utf8(
+    const unsigned char* bytes, const long long* char_at, const long long n,
+    unsigned int* points, unsigned char* touched)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const unsigned char* p = bytes + char_at[i];
+    unsigned int c = p[0];
+    unsigned int cp;
+    if (c == 0xFF) cp = SENTINEL_POINT;
+    else if (c < 0x80) cp = c;
+    else if (c < 0xE0) cp = ((c & 0x1Fu) << 6) | (p[1] & 0x3Fu);
+    else if (c < 0xF0) cp = ((c & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+    else cp = ((c & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
+    points[i] = cp;
+    touched[cp >> BLOCK_BITS] = 1;
+}
+
+/* Class and fold codes; with exact, a fold only where the letter is the lowercase ASCII one. */
+extern "C" __global__ void classify(
+    const unsigned int* points, const long long n, const unsigned char* table_cls,
+    const unsigned char* table_fold, const int exact, unsigned char* cls, unsigned char* fold)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int cp = points[i];
+    int f = table_fold[cp];
+    if (exact && f != 0 && cp != (unsigned int)FOLD_LETTERS[f]) f = 0;
+    cls[i] = table_cls[cp];
+    fold[i] = (unsigned char)f;
+}
+
+/* ---- cl100k / Llama-3 / Qwen2 piece starts (piece_starts.cl100k_starts) ---- */
+
+/* A punctuation run of length 1 ends at j - 1 and no U+0020 joined it: a prefix of j. */
+__device__ __forceinline__ bool prefixed(const unsigned char* cls, long long j) {
+    return punct(at(cls, j - 1)) && !punct(at(cls, j - 2)) && at(cls, j - 2) != C_SP;
+}
+/* j is the first letter of a run right after a ' that starts a piece. */
+__device__ __forceinline__ bool opens(const unsigned char* cls, long long j) {
+    return j >= 1 && cls[j] == C_L && cls[j - 1] == C_AP && prefixed(cls, j);
+}
+extern "C" __global__ void cl100k_local_starts(
+    const unsigned char* cls, const unsigned char* fold, const long long* digit_offset,
+    const int digits_per_piece, const long long n, bool* starts)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int c = cls[i];
+    int p1 = at(cls, i - 1);
+    bool start = c == C_SENT;
+    if (c == C_N) {
+        start = digit_offset[i] % digits_per_piece == 0;
+    } else if (punct(c)) {
+        start = !punct(p1) && p1 != C_SP;
+    } else if (c == C_L && p1 != C_L) {
+        start = !(p1 == C_SP || p1 == C_WS || prefixed(cls, i));
+    }
+    if (i >= 1 && opens(cls, i - 1) && is_one(fold[i - 1])) start = true;
+    if (i >= 2 && opens(cls, i - 2) && is_two(fold[i - 2], fold[i - 1])) start = true;
+    if (start) starts[i] = true;
+}
+
+/* ---- GPT-2 piece starts (piece_starts.gpt2_starts); fold holds exact (lowercase) folds ---- */
+
+/* j is a ' that starts a piece: a punctuation run's first character, not after U+0020. */
+__device__ __forceinline__ bool apostrophe_starts(const unsigned char* cls, long long j) {
+    return cls[j] == C_AP && !punct(at(cls, j - 1)) && at(cls, j - 1) != C_SP;
+}
+__device__ __forceinline__ bool gpt2_opens(const unsigned char* cls, long long j) {
+    return j >= 1 && cls[j] == C_L && apostrophe_starts(cls, j - 1);
+}
+extern "C" __global__ void gpt2_local_starts(
+    const unsigned char* cls, const unsigned char* fold, const long long n, bool* starts)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int c = cls[i];
+    int p1 = at(cls, i - 1);
+    bool start = c == C_SENT;
+    if (!start) {
+        bool first = (c == C_L && p1 != C_L) || (c == C_N && p1 != C_N)
+            || (punct(c) && !punct(p1));
+        start = first && p1 != C_SP;
+    }
+    if (gpt2_opens(cls, i) && (is_one(fold[i]) || (i + 1 < n && is_two(fold[i], fold[i + 1]))))
+        start = false;  /* the letter belongs to the contraction */
+    if (i >= 1 && gpt2_opens(cls, i - 1) && is_one(fold[i - 1])) start = true;
+    if (i >= 2 && gpt2_opens(cls, i - 2) && is_two(fold[i - 2], fold[i - 1])) start = true;
+    if (start) starts[i] = true;
+}
+
+/* ---- byte-level BPE ---- */
+
+/* Whole words (ignore_merges vocabularies) and the pieces that need no merge: an added token
+ * (its id already in tokens) or one byte.  Sets counts and done for every piece. */
+extern "C" __global__ void whole_words(
+    const unsigned char* bytes, const long long* begin, const long long* end,
+    const long long pieces, const int* slots, const long long mask,
+    const unsigned char* vocab_bytes, const long long* vocab_at, const int* vocab_ids,
+    const long long max_len, int* tokens, int* counts, unsigned char* done)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pieces) return;
+    long long b = begin[p];
+    long long length = end[p] - b;
+    if (bytes[b] == 0xFF || length == 1) {
+        counts[p] = 1;
+        done[p] = 1;
+        return;
+    }
+    counts[p] = (int)length;
+    done[p] = 0;
+    if (length > max_len) return;
+    unsigned long long h = FNV_OFFSET;
+    for (long long k = 0; k < length; ++k) {
+        h ^= bytes[b + k];
+        h *= FNV_PRIME;
+    }
+    for (long long s = (long long)(h & (unsigned long long)mask);; s = (s + 1) & mask) {
+        int e = slots[s];
+        if (e < 0) return;
+        long long v = vocab_at[e];
+        if (vocab_at[e + 1] - v != length) continue;
+        long long k = 0;
+        while (k < length && vocab_bytes[v + k] == bytes[b + k]) ++k;
+        if (k == length) {
+            tokens[b] = vocab_ids[e];
+            counts[p] = 1;
+            done[p] = 1;
+            return;
+        }
+    }
+}
+
+/* Rank of the merge (a, b) and its merged id; NO_RANK when the pair has none. */
+__device__ __forceinline__ int pair_rank(
+    const long long* keys, const long long* ranks, const int* merged, long long merges,
+    long long width, int a, int b, int* out)
+{
+    long long key = (long long)a * width + b;
+    long long low = 0, high = merges;  /* first slot with keys[slot] >= key */
+    while (low < high) {
+        long long mid = (low + high) / 2;
+        if (keys[mid] < key) low = mid + 1; else high = mid;
+    }
+    if (low < merges && keys[low] == key) {
+        *out = merged[low];
+        return (int)ranks[low];
+    }
+    return NO_RANK;
+}
+
+/* Thread tier: one thread per piece of 2..SHORT_MAX bytes, in registers / local memory.
+ * HF's order: merge the lowest-rank pair (leftmost among equals), update its neighbours. */
+extern "C" __global__ void bpe_short(
+    int* tokens, const long long* begin, const long long* end, const long long pieces,
+    const unsigned char* done, const long long* keys, const long long* ranks,
+    const int* merged, const long long merges, const long long width, int* counts)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pieces || done[p]) return;
+    long long b = begin[p];
+    int n = (int)(end[p] - b);
+    if (n > SHORT_MAX) return;
+    int t[SHORT_MAX], r[SHORT_MAX], m[SHORT_MAX];
+    for (int k = 0; k < n; ++k) t[k] = tokens[b + k];
+    for (int k = 0; k + 1 < n; ++k) r[k] = pair_rank(keys, ranks, merged, merges, width, t[k], t[k + 1], &m[k]);
+    while (n > 1) {
+        int best = NO_RANK, j = -1;
+        for (int k = 0; k + 1 < n; ++k) {
+            if (r[k] < best) { best = r[k]; j = k; }
+        }
+        if (j < 0) break;
+        t[j] = m[j];
+        for (int k = j + 1; k + 1 < n; ++k) { t[k] = t[k + 1]; r[k] = r[k + 1]; m[k] = m[k + 1]; }
+        --n;
+        if (j + 1 < n) r[j] = pair_rank(keys, ranks, merged, merges, width, t[j], t[j + 1], &m[j]);
+        if (j > 0) r[j - 1] = pair_rank(keys, ranks, merged, merges, width, t[j - 1], t[j], &m[j - 1]);
+    }
+    for (int k = 0; k < n; ++k) tokens[b + k] = t[k];
+    counts[p] = n;
+}
+
+/* (rank, at) is below (other_rank, other_at) in HF's order: lower rank, then leftmost. */
+__device__ __forceinline__ bool before(int rank, int at_, int other_rank, int other_at) {
+    return rank < other_rank || (rank == other_rank && at_ < other_at);
+}
+
+/* Warp and block tiers: one block per listed piece (32 lanes: warp tier; more: block tier).
+ * The piece is a linked list in scratch (next, prev, rank and merged id of the pair starting
+ * at each byte); each step the lanes find the lowest (rank, position) by a warp-shuffle then
+ * shared-memory reduction, and lane 0 merges it and re-ranks its two neighbours. */
+extern "C" __global__ void bpe_long(
+    int* tokens, const long long* begin, const long long* end, const long long* listed,
+    const long long* scratch_at, const long long count, int* next, int* prev, int* rank,
+    int* merged_at, const long long* keys, const long long* ranks, const int* merged,
+    const long long merges, const long long width, int* counts)
+{
+    __shared__ int warp_rank[32];
+    __shared__ int warp_at[32];
+    __shared__ int best_rank;
+    __shared__ int best_at;
+    long long q = blockIdx.x;
+    if (q >= count) return;
+    long long p = listed[q];
+    int* t = tokens + begin[p];
+    int n = (int)(end[p] - begin[p]);
+    long long s = scratch_at[q];
+    int* nx = next + s;
+    int* pv = prev + s;
+    int* rk = rank + s;
+    int* mg = merged_at + s;
+    int lane = threadIdx.x, lanes = blockDim.x;
+    for (int k = lane; k < n; k += lanes) {
+        nx[k] = k + 1;
+        pv[k] = k - 1;
+        rk[k] = k + 1 < n ? pair_rank(keys, ranks, merged, merges, width, t[k], t[k + 1], &mg[k]) : NO_RANK;
+    }
+    __syncthreads();
+    int width_of_warp = lanes < 32 ? lanes : 32;
+    for (;;) {
+        int r = NO_RANK, j = n;
+        for (int k = lane; k < n; k += lanes) {
+            if (rk[k] < r) { r = rk[k]; j = k; }
+        }
+        for (int offset = width_of_warp / 2; offset > 0; offset /= 2) {
+            int other_r = __shfl_down_sync(0xffffffffu, r, offset);
+            int other_j = __shfl_down_sync(0xffffffffu, j, offset);
+            if (before(other_r, other_j, r, j)) { r = other_r; j = other_j; }
+        }
+        if (lane % 32 == 0) { warp_rank[lane / 32] = r; warp_at[lane / 32] = j; }
+        __syncthreads();
+        if (lane == 0) {
+            for (int w = 1; w < (lanes + 31) / 32; ++w) {
+                if (before(warp_rank[w], warp_at[w], r, j)) { r = warp_rank[w]; j = warp_at[w]; }
+            }
+            best_rank = r;
+            best_at = j;
+        }
+        __syncthreads();
+        if (best_rank == NO_RANK) break;
+        if (lane == 0) {
+            j = best_at;
+            int gone = nx[j];
+            t[j] = mg[j];
+            rk[gone] = NO_RANK;
+            int after = nx[gone];
+            nx[j] = after;
+            if (after < n) pv[after] = j;
+            rk[j] = after < n ? pair_rank(keys, ranks, merged, merges, width, t[j], t[after], &mg[j]) : NO_RANK;
+            int before_j = pv[j];
+            if (before_j >= 0) rk[before_j] = pair_rank(keys, ranks, merged, merges, width, t[before_j], t[j], &mg[before_j]);
+        }
+        __syncthreads();
+    }
+    if (lane == 0) {
+        int c = 0;
+        for (int k = 0; k < n; k = nx[k]) t[c++] = t[k];
+        counts[p] = c;
+    }
+}
+
+/* The ids in text order: piece p's counts[p] ids go to out[out_at[p]...]. */
+extern "C" __global__ void gather_ids(
+    const int* tokens, const long long* begin, const int* counts, const long long* out_at,
+    const long long pieces, int* out)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pieces) return;
+    for (int k = 0; k < counts[p]; ++k) out[out_at[p] + k] = tokens[begin[p] + k];
+}
