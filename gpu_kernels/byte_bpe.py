@@ -12,7 +12,7 @@ advance together, which is what a GPU thread (or warp) per piece does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,21 @@ from app.tokenization.convert import bytes_to_unicode
 
 IdArray = npt.NDArray[np.int32]
 _NO_RANK = np.iinfo(np.int64).max
+
+
+PAIR_HASH = 0x9E3779B97F4A7C15
+"""Multiplier of the pair hash (Fibonacci hashing: the key times this, top bits)."""
+
+
+class PairSlots(NamedTuple):
+    """The merges as an open-addressing table: a pair's key hashes to ``(key * PAIR_HASH) >>
+    shift``, probing on (+1, within ``mask``) to its key or an empty slot (key -1)."""
+
+    keys: npt.NDArray[np.int64]
+    ranks: npt.NDArray[np.int32]
+    merged: IdArray
+    shift: int
+    mask: int
 
 
 class MergeTable:
@@ -60,6 +75,22 @@ class MergeTable:
         if not self.ignore_merges:
             return None
         return self._vocab.get(piece.decode("latin-1").translate(self._to_symbols))
+
+    def pair_slots(self) -> PairSlots:
+        """The merges (``pair_keys`` and friends) as the device's hash table."""
+        bits = max(1, (2 * len(self.pair_keys)).bit_length())
+        mask, shift = (1 << bits) - 1, 64 - bits
+        keys = np.full(1 << bits, -1, dtype=np.int64)
+        ranks = np.zeros(1 << bits, dtype=np.int32)
+        merged = np.zeros(1 << bits, dtype=np.int32)
+        home = (self.pair_keys.astype(np.uint64) * np.uint64(PAIR_HASH)) >> np.uint64(shift)
+        for entry, slot in enumerate(home.tolist()):
+            while keys[slot] >= 0:
+                slot = (slot + 1) & mask
+            keys[slot] = self.pair_keys[entry]
+            ranks[slot] = self.pair_ranks[entry]
+            merged[slot] = self.pair_merged[entry]
+        return PairSlots(keys, ranks, merged, shift, mask)
 
     def words(self) -> dict[bytes, int]:
         """The vocabulary as byte strings (entries with a non-byte-level symbol left out)."""

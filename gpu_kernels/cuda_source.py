@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from gpu_kernels.byte_bpe import PAIR_HASH
 from gpu_kernels.char_classes import (
     AP,
     BLOCK_BITS,
@@ -38,7 +39,7 @@ _DEFINES = {
     "SENTINEL_POINT": f"{SENTINEL_POINT:#x}u", "BLOCK_BITS": BLOCK_BITS,
     "SHORT_MAX": SHORT_MAX, "NO_RANK": NO_RANK,
     "FNV_OFFSET": f"{FNV_OFFSET:#x}ull", "FNV_PRIME": f"{FNV_PRIME:#x}ull",
-    "FOLD_LETTERS": '"\\0' + CONTRACTION_LETTERS + '"',
+    "FOLD_LETTERS": '"\\0' + CONTRACTION_LETTERS + '"', "PAIR_HASH": f"{PAIR_HASH:#x}ull",
 }  # fmt: skip
 
 

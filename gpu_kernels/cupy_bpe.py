@@ -4,9 +4,9 @@
 * warp tier (``bpe_long``, 32 lanes): pieces up to ``WARP_MAX`` bytes, a warp per piece;
 * block tier (``bpe_long``, ``BLOCK_LANES`` lanes): longer pieces, a block per piece.
 
-Each runs HF's merge order (lowest rank, leftmost among equals) with the ranks found by binary
-search in the sorted pair keys held in device memory; ``whole_words`` first settles added
-tokens, one-byte pieces and (``ignore_merges``) pieces that are a word of the vocabulary.
+Each runs HF's merge order (lowest rank, leftmost among equals) with the ranks found in a hash
+table of the merges held in device memory (``MergeTable.pair_slots``); ``whole_words`` first
+settles added tokens, one-byte pieces and (``ignore_merges``) pieces that are vocabulary words.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ class DeviceMerges:
         self._backend = backend
         xp = backend.xp
         self.byte_ids = xp.asarray(table.byte_ids)
+        slots = table.pair_slots()
         self._table = (
-            xp.asarray(table.pair_keys), xp.asarray(table.pair_ranks),
-            xp.asarray(table.pair_merged), np.int64(len(table.pair_keys)), np.int64(table.width),
+            xp.asarray(slots.keys), xp.asarray(slots.ranks), xp.asarray(slots.merged),
+            np.int64(slots.shift), np.int64(slots.mask), np.int64(table.width),
         )  # fmt: skip
 
     def merge(self, tokens: Any, begin: Any, end: Any, done: Any, counts: Any) -> None:

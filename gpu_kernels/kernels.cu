@@ -156,30 +156,34 @@ extern "C" __global__ void whole_words(
     }
 }
 
-/* Rank of the merge (a, b) and its merged id; NO_RANK when the pair has none. */
-__device__ __forceinline__ int pair_rank(
-    const long long* keys, const long long* ranks, const int* merged, long long merges,
-    long long width, int a, int b, int* out)
+/* Rank of the merge (a, b) and its merged id; NO_RANK when the pair has none.  The merges are
+ * an open-addressing table (byte_bpe.PairSlots): one or two loads, where a binary search over
+ * the sorted keys was ~18 dependent ones on the merge loop's critical path.  Kernels take
+ * the table as the six parameters of PAIRS (spelled out: the host build reads signatures). */
+#define PAIRS const long long* slot_keys, const int* slot_ranks, const int* slot_merged, \
+    const long long shift, const long long mask, const long long width
+#define PAIR_ARGS slot_keys, slot_ranks, slot_merged, shift, mask, width
+__device__ __forceinline__ int pair_rank(PAIRS, int a, int b, int* out)
 {
     long long key = (long long)a * width + b;
-    long long low = 0, high = merges;  /* first slot with keys[slot] >= key */
-    while (low < high) {
-        long long mid = (low + high) / 2;
-        if (keys[mid] < key) low = mid + 1; else high = mid;
+    for (long long s = (long long)(((unsigned long long)key * PAIR_HASH) >> shift);;
+         s = (s + 1) & mask) {
+        long long k = slot_keys[s];
+        if (k == key) {
+            *out = slot_merged[s];
+            return slot_ranks[s];
+        }
+        if (k < 0) return NO_RANK;
     }
-    if (low < merges && keys[low] == key) {
-        *out = merged[low];
-        return (int)ranks[low];
-    }
-    return NO_RANK;
 }
 
 /* Thread tier: one thread per piece of 2..SHORT_MAX bytes, in registers / local memory.
  * HF's order: merge the lowest-rank pair (leftmost among equals), update its neighbours. */
 extern "C" __global__ void bpe_short(
     int* tokens, const long long* begin, const long long* end, const long long pieces,
-    const unsigned char* done, const long long* keys, const long long* ranks,
-    const int* merged, const long long merges, const long long width, int* counts)
+    const unsigned char* done, const long long* slot_keys, const int* slot_ranks,
+    const int* slot_merged, const long long shift, const long long mask, const long long width,
+    int* counts)
 {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= pieces || done[p]) return;
@@ -188,7 +192,7 @@ extern "C" __global__ void bpe_short(
     if (n > SHORT_MAX) return;
     int t[SHORT_MAX], r[SHORT_MAX], m[SHORT_MAX];
     for (int k = 0; k < n; ++k) t[k] = tokens[b + k];
-    for (int k = 0; k + 1 < n; ++k) r[k] = pair_rank(keys, ranks, merged, merges, width, t[k], t[k + 1], &m[k]);
+    for (int k = 0; k + 1 < n; ++k) r[k] = pair_rank(PAIR_ARGS, t[k], t[k + 1], &m[k]);
     while (n > 1) {
         int best = NO_RANK, j = -1;
         for (int k = 0; k + 1 < n; ++k) {
@@ -198,8 +202,8 @@ extern "C" __global__ void bpe_short(
         t[j] = m[j];
         for (int k = j + 1; k + 1 < n; ++k) { t[k] = t[k + 1]; r[k] = r[k + 1]; m[k] = m[k + 1]; }
         --n;
-        if (j + 1 < n) r[j] = pair_rank(keys, ranks, merged, merges, width, t[j], t[j + 1], &m[j]);
-        if (j > 0) r[j - 1] = pair_rank(keys, ranks, merged, merges, width, t[j - 1], t[j], &m[j - 1]);
+        if (j + 1 < n) r[j] = pair_rank(PAIR_ARGS, t[j], t[j + 1], &m[j]);
+        if (j > 0) r[j - 1] = pair_rank(PAIR_ARGS, t[j - 1], t[j], &m[j - 1]);
     }
     for (int k = 0; k < n; ++k) tokens[b + k] = t[k];
     counts[p] = n;
@@ -217,8 +221,9 @@ __device__ __forceinline__ bool before(int rank, int at_, int other_rank, int ot
 extern "C" __global__ void bpe_long(
     int* tokens, const long long* begin, const long long* end, const long long* listed,
     const long long* scratch_at, const long long count, int* next, int* prev, int* rank,
-    int* merged_at, const long long* keys, const long long* ranks, const int* merged,
-    const long long merges, const long long width, int* counts)
+    int* merged_at, const long long* slot_keys, const int* slot_ranks,
+    const int* slot_merged, const long long shift, const long long mask, const long long width,
+    int* counts)
 {
     __shared__ int warp_rank[32];
     __shared__ int warp_at[32];
@@ -238,7 +243,7 @@ extern "C" __global__ void bpe_long(
     for (int k = lane; k < n; k += lanes) {
         nx[k] = k + 1;
         pv[k] = k - 1;
-        rk[k] = k + 1 < n ? pair_rank(keys, ranks, merged, merges, width, t[k], t[k + 1], &mg[k]) : NO_RANK;
+        rk[k] = k + 1 < n ? pair_rank(PAIR_ARGS, t[k], t[k + 1], &mg[k]) : NO_RANK;
     }
     __syncthreads();
     int width_of_warp = lanes < 32 ? lanes : 32;
@@ -271,9 +276,9 @@ extern "C" __global__ void bpe_long(
             int after = nx[gone];
             nx[j] = after;
             if (after < n) pv[after] = j;
-            rk[j] = after < n ? pair_rank(keys, ranks, merged, merges, width, t[j], t[after], &mg[j]) : NO_RANK;
+            rk[j] = after < n ? pair_rank(PAIR_ARGS, t[j], t[after], &mg[j]) : NO_RANK;
             int before_j = pv[j];
-            if (before_j >= 0) rk[before_j] = pair_rank(keys, ranks, merged, merges, width, t[before_j], t[j], &mg[before_j]);
+            if (before_j >= 0) rk[before_j] = pair_rank(PAIR_ARGS, t[before_j], t[j], &mg[before_j]);
         }
         __syncthreads();
     }
