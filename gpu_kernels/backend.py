@@ -24,8 +24,9 @@ class Backend(Protocol):
 
 
 def per_item(backend: Backend, name: str, items: int, *args: Any) -> None:
-    """Run kernel ``name`` with one thread per item."""
-    backend.launch(name, (items + THREADS - 1) // THREADS, THREADS, args)
+    """Run kernel ``name`` with one thread per item (none for no items: CUDA refuses 0 blocks)."""
+    if items:
+        backend.launch(name, (items + THREADS - 1) // THREADS, THREADS, args)
 
 
 class CupyBackend:

@@ -12,6 +12,7 @@ block at a time, the first time a text touches the block (ASCII text probes one 
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,8 @@ class ClassTable:
         self.classes = np.full(_CODE_POINTS + 1, P, dtype=np.uint8)
         self.folds = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         self.classes[SENTINEL_POINT] = SENT
+        self.unassigned = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
+        """1 where Python's ``unicodedata`` has no character (see ``payload``'s skip of NFC)."""
         self._probed = np.zeros(BLOCKS, dtype=bool)
         self._probed[SENTINEL_POINT >> BLOCK_BITS] = True
         self.version = 0
@@ -65,6 +68,11 @@ class ClassTable:
         """(class codes, fold codes) of ``code_points``."""
         self.ensure(np.unique(code_points >> BLOCK_BITS))
         return self.classes[code_points], self.folds[code_points]
+
+    def any_unassigned(self, code_points: CodePoints) -> bool:
+        """Whether a code point is unassigned in Python's Unicode tables."""
+        self.ensure(np.unique(code_points >> BLOCK_BITS))
+        return bool(self.unassigned[code_points].any())
 
     def ensure(self, blocks: npt.NDArray[np.integer[Any]]) -> None:
         """Probe the ``blocks`` (indices) not probed yet."""
@@ -100,6 +108,7 @@ class ClassTable:
             raise RuntimeError(f"block {block:#x}: a contraction letter is not \\p{{L}}")
         self.classes[points] = classes
         self.folds[points] = folds
+        self.unassigned[points] = [unicodedata.category(c) == "Cn" for c in probe]
         self._probed[block] = True
         self.version += 1
 

@@ -20,6 +20,7 @@ from gpu_kernels.byte_bpe import IdArray
 from gpu_kernels.char_classes import BLOCKS, ClassTable
 from gpu_kernels.cupy_bpe import DeviceMerges
 from gpu_kernels.cupy_predicate import DEVICE_FAMILIES, device_starts
+from gpu_kernels.payload import Payload
 from gpu_kernels.plan import EncoderPlan, UnsupportedTokenizer
 from gpu_kernels.whole_words import WholeWords
 
@@ -48,39 +49,40 @@ class DeviceEncoder:
             xp.asarray(words.at), xp.asarray(words.ids), np.int64(words.max_len),
         )  # fmt: skip
         self._exact = np.int32(self.plan.family == "gpt2")
-        self._tables: tuple[Any, Any] | None = None
+        self._tables: tuple[Any, Any, Any] | None = None
         self._version = -1
 
     def encode(self, text: str) -> IdArray:
-        backend = self._backend
-        xp = backend.xp
-        payload = self.plan.split.payload(text)
-        size = len(payload.data)
-        if size == 0:
+        ids = self._encode(text, unchanged_only=False)
+        assert ids is not None
+        return ids
+
+    def encode_unchanged(self, text: str) -> IdArray | None:
+        """The ids, or None when the normalizer changes the text (the tokens' byte extents
+        are then not the text's: callers that need them take the reference path)."""
+        return self._encode(text, unchanged_only=True)
+
+    def _encode(self, text: str, *, unchanged_only: bool) -> IdArray | None:
+        if not text:
             return np.zeros(0, dtype=np.int32)
-        data = xp.array(np.frombuffer(payload.data, dtype=np.uint8))  # a copy: marked in place
-        spans = len(payload.span_begin)
-        if spans:
-            span_begin = xp.asarray(payload.span_begin)
-            span_end = xp.asarray(payload.span_end)
-            per_item(backend, "mark_spans", spans, data, span_begin, span_end, np.int64(spans))
-        char_at = xp.flatnonzero((data & 0xC0) != 0x80)
-        n = len(char_at)
-        points = xp.empty(n, dtype=xp.uint32)
-        touched = xp.zeros(BLOCKS, dtype=xp.uint8)
-        per_item(backend, "decode_utf8", n, data, char_at, np.int64(n), points, touched)
-        table_classes, table_folds = self._class_tables(touched)
-        classes = xp.empty(n, dtype=xp.uint8)
-        folds = xp.empty(n, dtype=xp.uint8)
-        per_item(backend, "classify", n, points, np.int64(n), table_classes, table_folds,
-                 self._exact, classes, folds)  # fmt: skip
+        payload = self.plan.split.payload(text)
+        decoded = self._decoded(payload)
+        if decoded is None:  # a character Python's tables lack: normalize after all
+            payload = self.plan.split.payload(text, normalize_all=True)
+            decoded = self._decoded(payload)
+            assert decoded is not None
+        if unchanged_only and payload.rewritten:
+            return None
+        data, char_at, classes, folds = decoded
+        backend, xp = self._backend, self._backend.xp
+        size = len(payload.data)
         starts = device_starts(backend, self.plan.family, classes, folds)
         begin = char_at[xp.flatnonzero(starts)]
         end = xp.concatenate((begin[1:], xp.asarray([size], dtype=xp.int64)))
         pieces = len(begin)
         tokens = self._merges.byte_ids[data]
-        if spans:
-            tokens[span_begin] = xp.asarray(payload.added_ids)
+        if len(payload.added_ids):
+            tokens[xp.asarray(payload.span_begin)] = xp.asarray(payload.added_ids)
         counts = xp.empty(pieces, dtype=xp.int32)
         done = xp.empty(pieces, dtype=xp.uint8)
         per_item(backend, "whole_words", pieces, data, begin, end, np.int64(pieces),
@@ -93,12 +95,38 @@ class DeviceEncoder:
                  out)  # fmt: skip
         return backend.to_host(out)
 
-    def _class_tables(self, touched: Any) -> tuple[Any, Any]:
-        """The class and fold tables on the device, with every block ``touched`` probed."""
+    def _decoded(self, payload: Payload) -> tuple[Any, Any, Any, Any] | None:
+        """(marked bytes, first byte of each character, classes, folds) on the device; None
+        when ``payload.assumed`` fails (a character unassigned in Python's tables)."""
+        backend, xp = self._backend, self._backend.xp
+        data = xp.array(np.frombuffer(payload.data, dtype=np.uint8))  # a copy: marked in place
+        spans = len(payload.span_begin)
+        if spans:
+            per_item(backend, "mark_spans", spans, data, xp.asarray(payload.span_begin),
+                     xp.asarray(payload.span_end), np.int64(spans))  # fmt: skip
+        char_at = xp.flatnonzero((data & 0xC0) != 0x80)
+        n = len(char_at)
+        points = xp.empty(n, dtype=xp.uint32)
+        touched = xp.zeros(BLOCKS, dtype=xp.uint8)
+        per_item(backend, "decode_utf8", n, data, char_at, np.int64(n), points, touched)
+        tables = self._class_tables(touched)
+        classes = xp.empty(n, dtype=xp.uint8)
+        folds = xp.empty(n, dtype=xp.uint8)
+        unassigned = xp.zeros(1, dtype=xp.uint8)
+        per_item(backend, "classify", n, points, np.int64(n), *tables, self._exact, classes,
+                 folds, unassigned)  # fmt: skip
+        if payload.assumed and backend.to_host(unassigned)[0]:
+            return None
+        return data, char_at, classes, folds
+
+    def _class_tables(self, touched: Any) -> tuple[Any, Any, Any]:
+        """The class, fold and unassigned tables on the device, every block ``touched`` probed."""
         table = self.plan.classes
         table.ensure(np.flatnonzero(self._backend.to_host(touched)))
         if self._tables is None or self._version != table.version:
             xp = self._backend.xp
-            self._tables = (xp.asarray(table.classes), xp.asarray(table.folds))
+            self._tables = (
+                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.unassigned)
+            )
             self._version = table.version
         return self._tables

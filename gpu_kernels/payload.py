@@ -6,6 +6,9 @@ tokens keep their own bytes.  The stages then mark each span (``marked``: its fi
 becomes 0xFF, which UTF-8 never contains, the rest continuation bytes) so the span decodes as
 one sentinel character: one pass over the whole text, with the sentinels standing where the
 reference starts and ends its separate stretches.  Both the twin and the device take this.
+
+Normal forms (NFC and kin) are skipped on text already normalized (see ``Payload.assumed``):
+agent transcripts almost always are, and the engine's normalizer costs more than the GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
+from unicodedata import is_normalized
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +26,7 @@ from gpu_kernels.char_classes import SENTINEL_POINT, CodePoints
 Bytes = npt.NDArray[np.uint8]
 Offsets = npt.NDArray[np.int64]
 
-_ASCII_STABLE = {"NFC", "NFD", "NFKC", "NFKD"}
-"""Normalizers that leave ASCII text as it is (so an ASCII text skips them)."""
+_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 
 
 class Payload(NamedTuple):
@@ -31,6 +34,13 @@ class Payload(NamedTuple):
     span_begin: Offsets
     span_end: Offsets
     added_ids: npt.NDArray[np.int32]
+    rewritten: bool
+    """The normalizer changed the text (then token extents are not the original text's)."""
+    assumed: bool
+    """Normalization was skipped because Python's ``unicodedata`` finds the text already in
+    its normal form.  By Unicode's normalization stability policy that holds for the engine's
+    (newer) Unicode too, provided every character is assigned in Python's version: the
+    stages check that (``ClassTable.unassigned``) and redo with ``normalize_all`` if not."""
 
 
 class AddedSplit:
@@ -42,17 +52,26 @@ class AddedSplit:
         self._split = re.compile(b"|".join(map(re.escape, longest_first))) if added else None
         self._normalizer = normalizer
         kind = (normalizer_json or {}).get("type")
-        self._ascii_stable = kind in _ASCII_STABLE
+        self._form: Any = kind if kind in _FORMS else None
 
-    def payload(self, text: str) -> Payload:
+    def payload(self, text: str, *, normalize_all: bool = False) -> Payload:
         data = text.encode()  # a lone surrogate raises, as in the reference
         spans = [m.span() for m in self._split.finditer(data)] if self._split else []
-        if self._normalizer is not None and not (self._ascii_stable and text.isascii()):
+        rewritten = assumed = False
+        if self._normalizer is None:
+            pass
+        elif self._form is not None and text.isascii():
+            pass  # every normal form leaves ASCII as it is
+        elif self._form is not None and not normalize_all and is_normalized(self._form, text):
+            assumed = True  # each stretch is a substring of a normalized text: normalized
+        else:
+            original = data
             data, spans = self._normalized(data, spans)
+            rewritten = data != original
         begin = np.asarray([b for b, _ in spans], dtype=np.int64)
         end = np.asarray([e for _, e in spans], dtype=np.int64)
         ids = np.asarray([self._added[data[b:e]] for b, e in spans], dtype=np.int32)
-        return Payload(data, begin, end, ids)
+        return Payload(data, begin, end, ids, rewritten, assumed)
 
     def _normalized(
         self, data: bytes, spans: list[tuple[int, int]]

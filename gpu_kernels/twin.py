@@ -63,6 +63,10 @@ class TwinEncoder:
         payload = self.plan.split.payload(text)
         data = marked(payload)
         points, char_at = decode(data)
+        if payload.assumed and self.plan.classes.any_unassigned(points):
+            payload = self.plan.split.payload(text, normalize_all=True)
+            data = marked(payload)
+            points, char_at = decode(data)
         classes, folds = self.plan.classes.lookup(points)
         first, last = piece_bounds(self._predicate(classes, folds, points))
         byte_at = np.append(char_at, len(data))

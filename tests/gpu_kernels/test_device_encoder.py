@@ -6,13 +6,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from hypothesis import given
 from tokenizers import Tokenizer
 
-from gpu_kernels import UnsupportedTokenizer
+from gpu_kernels import TwinEncoder, UnsupportedTokenizer, payload
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.device_encoder import DeviceEncoder
+from gpu_kernels.payload import decode
 from loadtest.agent_sessions.session import corpus
 from tests.gpu_kernels.conftest import FAMILIES, adversarial, differential, on_gpu
 from tests.gpu_kernels.host_build import HostBackend
@@ -46,7 +48,13 @@ def test_host_build_end_to_end(
 
 @pytest.mark.parametrize("name", FAMILIES)
 @pytest.mark.parametrize(
-    "text", ["", "<|im_start|>", "<|im_start|><|im_start|>", " ", "a", "<|endoftext|> \n"]
+    "text",
+    [
+        *("", "<|im_start|>", "<|im_start|><|im_start|>", " ", "a", "<|endoftext|> \n"),
+        # normal forms: composed by NFC, a mark opening a stretch, Hangul jamo, a character
+        # newer than Python's tables (Nag Mundari, Unicode 15: a combining mark)
+        *("e\u0301", "<|im_start|>\u0301x", "\u1100\u1161\u11a8", "a\U0001e4ec\u0301b"),
+    ],
 )
 def test_host_build_edges(
     name: str, text: str, reference: Callable[[str], Tokenizer], host_encoder: Encoders
@@ -59,6 +67,40 @@ def test_host_build_on_a_transcript(
     name: str, reference: Callable[[str], Tokenizer], host_encoder: Encoders
 ) -> None:
     assert_exact(reference(name), host_encoder(name), corpus(4, 200_000))
+
+
+@pytest.mark.parametrize(
+    ("text", "unchanged"),
+    [("plain é text", True), ("e\u0301", False), ("a\U0001e4ec\u0301", True), ("x" * 99, True)],
+)
+def test_unchanged_only_where_the_normalizer_keeps_the_text(
+    text: str, unchanged: bool, reference: Callable[[str], Tokenizer], host_encoder: Encoders
+) -> None:
+    """Qwen3 normalizes to NFC: ``encode_unchanged`` declines exactly the texts it changes."""
+    ids = host_encoder("qwen3").encode_unchanged(text)
+    assert (ids is not None) is unchanged
+    if ids is not None:
+        assert ids.tolist() == reference("qwen3").encode(text, add_special_tokens=False).ids
+
+
+def test_a_character_unknown_to_python_redoes_the_normalization(
+    reference: Callable[[str], Tokenizer],
+    host_backend: HostBackend,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Skipping NFC on Python's word holds only for characters Python's tables have: here they
+    claim every text is normalized and lack U+0301, so the stages must normalize after all."""
+    monkeypatch.setattr(payload, "is_normalized", lambda form, text: True)
+    classes = ClassTable()
+    text = "cafe\u0301 <|im_start|>e\u0301"
+    classes.lookup(decode(np.frombuffer(text.encode(), dtype=np.uint8))[0])
+    classes.unassigned[0x301] = 1
+    expected = reference("qwen3").encode(text, add_special_tokens=False).ids
+    twin = TwinEncoder(reference("qwen3"), classes=classes)
+    device = DeviceEncoder(reference("qwen3"), classes=classes, backend=host_backend)
+    assert twin.encode(text).tolist() == expected
+    assert device.encode(text).tolist() == expected
+    assert device.encode_unchanged(text) is None
 
 
 @pytest.mark.parametrize("name", ["o200k", "deepseek_v3", "smollm2", "mistral_v1"])
