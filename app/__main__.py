@@ -146,6 +146,12 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="key for /metrics and /debug/* when not bound to a loopback host "
         "(env TOKSPLICE_ADMIN_KEY)",
     )
+    add(
+        "--gpu-cold-start",
+        type=int,
+        help="cold starts (no stored transcript) of at least this many bytes are tokenized on "
+        "the GPU when CuPy and a CUDA device are there; 0: never (default 65536)",
+    )
     add("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -175,6 +181,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "shadow_queue",
             "shadow_repro_dir",
             "admin_key",
+            "gpu_cold_start",
         )
     }
     if args.read_timeout is not None:

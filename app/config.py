@@ -103,6 +103,9 @@ class Settings:
     """Where a divergence's reproduction (text and ids: user content) is written."""
     shadow_disable_on_divergence: bool = False
     """After a divergence, encode every text in full (no repair) until restart."""
+    gpu_cold_start: int = 64 << 10
+    """Cold starts (no stored transcript to repair from) of at least this many bytes are
+    tokenized on the GPU when one can run the kernels (CuPy, CUDA, a covered family); 0: never."""
     admin_key: str | None = None
     """Key for /metrics and /debug/* when not bound to a loopback host (``Authorization:
     Bearer <key>`` or ``x-admin-key``)."""
@@ -157,6 +160,8 @@ class Settings:
             raise ValueError(f"store must be 'memory' or a Redis URL, not {self.store!r}")
         if not 0.0 <= self.shadow_rate <= 1.0:
             raise ValueError("shadow_rate must be between 0 and 1")
+        if self.gpu_cold_start < 0:
+            raise ValueError("gpu_cold_start must be 0 (off) or a byte count")
         if self.shadow_queue < 1 or self.trace_ring < 1:
             raise ValueError("shadow_queue and trace_ring must be at least 1")
 
@@ -171,6 +176,7 @@ def _convert(name: str, raw: str) -> Any:
         "store_bytes",
         "shadow_queue",
         "trace_ring",
+        "gpu_cold_start",
     ):
         return int(raw)
     if name in ("store_ttl", "redis_timeout", "client_timeout", "shadow_rate"):

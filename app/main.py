@@ -98,7 +98,9 @@ async def _build_service(
     # sessions; the Responses bodies (1) and the two request translators (1/2 each) are
     # built in ``create_app``.
     budget = settings.store_bytes
-    tokenizer = SessionTokenizer.from_file(settings.tokenizer_file, store=store)
+    tokenizer = SessionTokenizer.from_file(
+        settings.tokenizer_file, store=store, gpu_cold_start=settings.gpu_cold_start
+    )
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model

@@ -3,7 +3,10 @@
     python loadtest/bench_gpu.py [--chars 1000000,4000000] [--tokenizers llama3,qwen3,gpt2]
 
 For each tokenizer and size, one generated agent transcript (loadtest/agent_sessions
-``corpus``, added tokens included) and, best of ``--repeat``:
+``corpus``, added tokens included; it plants decomposed accents, so a tokenizer with a
+normalizer, Qwen3's NFC, gets a second row "+nfc" with the text in NFC, as agent transcripts
+usually are: the planted ones make the host run the engine's normalizer) and, best of
+``--repeat``:
 
 * ``ref enc``: the reference ``encode`` (one thread, with offsets);
 * ``ref fast``: ``encode_batch_fast([text])`` (one thread, no offsets);
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import unicodedata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -53,13 +57,16 @@ def main() -> None:
     for name in args.tokenizers.split(","):
         tokenizer = Tokenizer.from_file(str(paths[name]))
         encoder = DeviceEncoder(tokenizer, classes=table)
-        for chars in map(int, args.chars.split(",")):
-            text = corpus(11, chars)
-            seconds = _measure(tokenizer, encoder, text, args.repeat)
-            mb = len(text.encode()) / 1e6
-            rates = "".join(f"{mb / t:>10.1f}" for t in seconds)
-            ratios = f"{seconds[0] / seconds[3]:>8.0f}x{seconds[2] / seconds[3]:>9.1f}x"
-            print(f"{name:<10}{chars:>10,}{rates}{mb / seconds[3] / 1e3:>10.3f}{ratios}")
+        variants = [(name, False)] + ([(name + "+nfc", True)] if tokenizer.normalizer else [])
+        for label, nfc in variants:
+            for chars in map(int, args.chars.split(",")):
+                text = corpus(11, chars)
+                text = unicodedata.normalize("NFC", text) if nfc else text
+                seconds = _measure(tokenizer, encoder, text, args.repeat)
+                mb = len(text.encode()) / 1e6
+                rates = "".join(f"{mb / t:>10.1f}" for t in seconds)
+                ratios = f"{seconds[0] / seconds[3]:>8.0f}x{seconds[2] / seconds[3]:>9.1f}x"
+                print(f"{label:<10}{chars:>10,}{rates}{mb / seconds[3] / 1e3:>10.3f}{ratios}")
 
 
 def _measure(

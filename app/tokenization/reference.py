@@ -54,12 +54,12 @@ class ReferenceEncoder:
 
     def encode(self, text: str) -> tuple[IdArray, OffsetArray]:
         """Ids of ``text`` without post-processor specials, and each token's end in bytes."""
-        lengths, form = self._byte_lengths, self._normal_form
-        if lengths is not None and (form is None or unicodedata.is_normalized(form, text)):
+        form, byte_level = self._normal_form, self._byte_lengths is not None
+        if byte_level and (form is None or unicodedata.is_normalized(form, text)):
             enc = self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0]
             ids = np.asarray(enc.ids, dtype=np.int32)
-            ends = np.cumsum(lengths[ids], dtype=np.int32)
-            if (ends[-1] if len(ends) else 0) == len(text.encode("utf-8")):
+            ends = self.ends_from_lengths(ids, len(text.encode("utf-8")))
+            if ends is not None:
                 return ids, ends
         enc = self.tokenizer.encode(text, add_special_tokens=False)
         ids = np.asarray(enc.ids, dtype=np.int32)
@@ -73,6 +73,16 @@ class ReferenceEncoder:
         # tokens' extents cover the text, each ending where the next begins (or the text ends).
         ends = np.maximum(ends, np.append(starts[1:], len(text.encode("utf-8"))))
         return ids, np.ascontiguousarray(ends, dtype=np.int32)
+
+
+    def ends_from_lengths(self, ids: IdArray, text_bytes: int) -> OffsetArray | None:
+        """Each token's end from the tokens' byte lengths, when those add up to the text's
+        ``text_bytes`` and the vocabulary is byte-level; else None.  Right only for ids of a
+        text the normalizer leaves as it is (the caller's to know)."""
+        if self._byte_lengths is None:
+            return None
+        ends = np.cumsum(self._byte_lengths[ids], dtype=np.int32)
+        return ends if (ends[-1] if len(ends) else 0) == text_bytes else None
 
 
 def char_to_byte_offsets(text: str) -> OffsetArray:

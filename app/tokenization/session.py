@@ -3,7 +3,7 @@
     tok = SessionTokenizer.from_file("tokenizer.json")
     enc = tok.encode(text, session="tenant-a/chat-42")
     enc.ids    # == Tokenizer.from_file(...).encode(text, add_special_tokens=False).ids
-    enc.route  # "hit" | "append" | "edit" | "full"
+    enc.route  # "hit" | "append" | "edit" | "full" | "gpu"
 
 The ids always equal the reference encode of the whole text; reuse of stored ids is only an
 optimisation, taken where stable cuts are proven (see ``boundaries`` and ``repair``).
@@ -24,6 +24,7 @@ from app.errors import InvalidTextError
 from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
+from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
@@ -36,6 +37,8 @@ from app.tokenization.store import (
 )
 
 _MAX_TEXT_BYTES = (1 << 31) - 1
+_WHOLE = ("full", "gpu")
+"""The routes that encode the whole text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,8 @@ class Encoding:
     ids: IdArray
     """Read-only int32 ids, equal to the reference encode of the whole text."""
     route: str
-    """"hit" (same text as stored), "append", "edit" (reuse around changes) or "full"."""
+    """"hit" (same text as stored), "append", "edit" (reuse around changes), "full" (the CPU
+    reference) or "gpu" (a cold start encoded on the GPU, ``gpu_route``)."""
     reused_tokens: int = 0
     encoded_bytes: int = 0
     """Bytes of text the reference encoded for this call."""
@@ -77,8 +81,10 @@ class SessionTokenizer:
         store_bytes: int = 512 << 20,
         recent_text_bytes: int = 256 << 20,
         appender: BpeAppender | None = None,
+        gpu: GpuColdStarts | None = None,
     ) -> None:
         self.reference = reference
+        self.gpu = gpu
         self.spec = spec
         self._appender = appender  # appends without pre-split (SentencePiece BPE)
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
@@ -100,12 +106,18 @@ class SessionTokenizer:
         self._repair_disabled: str | None = None
 
     @classmethod
-    def from_file(cls, path: str | Path, **options: Any) -> SessionTokenizer:
-        """Load a tokenizer.json; keyword options as for the constructor."""
+    def from_file(
+        cls, path: str | Path, *, gpu_cold_start: int = 0, **options: Any
+    ) -> SessionTokenizer:
+        """Load a tokenizer.json; keyword options as for the constructor.  ``gpu_cold_start``:
+        cold starts of at least that many bytes go to the GPU when there is one (0: never)."""
         spec = load_spec(path)
         if not spec.proven and "appender" not in options:
             options["appender"] = BpeAppender.for_file(path)
-        return cls(ReferenceEncoder.from_file(path), spec, **options)
+        reference = ReferenceEncoder.from_file(path)
+        if "gpu" not in options:
+            options["gpu"] = gpu_cold_starts(reference.tokenizer, gpu_cold_start)
+        return cls(reference, spec, **options)
 
     def encode(
         self,
@@ -147,7 +159,7 @@ class SessionTokenizer:
         if session is not None:
             self._recent.put(key, text, core)
         ids = self._framed(text, core.ids, add_special_tokens)
-        full_bytes = len(data) if route == "full" else None
+        full_bytes = len(data) if route in _WHOLE else None
         copied = copied if ids is core.ids else None
         return self._record(ids, route, plan, reason, full_bytes, copied, looked_up)
 
@@ -206,15 +218,15 @@ class SessionTokenizer:
         """(state for ``data``, route, repair plan, fallback reason, ids copied from base);
         ``prefix`` is the common prefix of base and data when already known."""
         if base is None:
-            return self._full(text, data), "full", None, "no stored transcript", None
+            return *self._full(text, data), None, "no stored transcript", None
         if self._repair_disabled is not None:
-            return self._full(text, data), "full", None, self._repair_disabled, None
+            return *self._full(text, data), None, self._repair_disabled, None
         if self._repairer is None:
             appender = self._appender if prefix is not None else None
             grown = appender.append(base, data) if appender is not None else None
             if grown is not None:
                 return grown, "append", None, None, None
-            return self._full(text, data), "full", None, "unproven family", None
+            return *self._full(text, data), None, "unproven family", None
         if base.text == data:
             whole = ((0, len(base.ids), 0),) if len(base.ids) else ()
             return base, "hit", None, None, CopiedIds(base.ids, whole)
@@ -224,17 +236,23 @@ class SessionTokenizer:
         plan = self._repairer.plan(base, data, prefix)
         plan.stats.seconds = time.perf_counter() - planning
         if not plan.reused_runs:
-            return self._full(text, data), "full", plan, "no stable cut in window", None
+            return *self._full(text, data), plan, "no stable cut in window", None
         ids, ends, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
         return _state(data, ids, ends), route, plan, None, copied
 
-    def _full(self, text: str, data: bytes) -> SessionState:
+    def _full(self, text: str, data: bytes) -> tuple[SessionState, str]:
+        """The whole text encoded: (state, "gpu") when the GPU route takes it, else (state,
+        "full") from the CPU reference."""
+        ids = self.gpu.encode(text, len(data)) if self.gpu is not None else None
+        ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
+        if ids is not None and ends is not None:
+            return _state(data, ids, ends), "gpu"
         ids, ends = self.reference.encode(text)
         state = _state(data, ids, ends)
         if self._appender is not None:
             self._appender.remember(state, text)
-        return state
+        return state, "full"
 
     def _framed(self, text: str, core: IdArray, add_special_tokens: bool) -> IdArray:
         if not add_special_tokens:
@@ -270,7 +288,7 @@ class SessionTokenizer:
         if plan is not None:
             looked_up += plan.stats.seconds
             window = plan.stats.widest
-        if plan is not None and route != "full":
+        if plan is not None and route not in _WHOLE:
             for part in plan.parts:
                 if isinstance(part, Reuse):
                     reused += part.last - part.first
