@@ -12,6 +12,7 @@ block at a time, the first time a text touches the block (ASCII text probes one 
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Any
 
@@ -57,8 +58,8 @@ class ClassTable:
         self.classes = np.full(_CODE_POINTS + 1, P, dtype=np.uint8)
         self.folds = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         self.classes[SENTINEL_POINT] = SENT
-        self.unassigned = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
-        """1 where Python's ``unicodedata`` has no character (see ``payload``'s skip of NFC)."""
+        self.nfc = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
+        """NFC_BOUNDARY, NFC_SUSPECT or NFC_UNKNOWN per code point (``payload``'s NFC check)."""
         self._probed = np.zeros(BLOCKS, dtype=bool)
         self._probed[SENTINEL_POINT >> BLOCK_BITS] = True
         self.version = 0
@@ -69,10 +70,10 @@ class ClassTable:
         self.ensure(np.unique(code_points >> BLOCK_BITS))
         return self.classes[code_points], self.folds[code_points]
 
-    def any_unassigned(self, code_points: CodePoints) -> bool:
-        """Whether a code point is unassigned in Python's Unicode tables."""
+    def nfc_codes(self, code_points: CodePoints) -> ClassCodes:
+        """The ``nfc`` code of each code point."""
         self.ensure(np.unique(code_points >> BLOCK_BITS))
-        return bool(self.unassigned[code_points].any())
+        return self.nfc[code_points]
 
     def ensure(self, blocks: npt.NDArray[np.integer[Any]]) -> None:
         """Probe the ``blocks`` (indices) not probed yet."""
@@ -108,9 +109,43 @@ class ClassTable:
             raise RuntimeError(f"block {block:#x}: a contraction letter is not \\p{{L}}")
         self.classes[points] = classes
         self.folds[points] = folds
-        self.unassigned[points] = [unicodedata.category(c) == "Cn" for c in probe]
+        self.nfc[points] = [_nfc_code(c) for c in probe]
         self._probed[block] = True
         self.version += 1
+
+
+NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN = range(3)
+"""NFC codes: a character NFC never joins to the one before (canonical combining class 0,
+NFC_Quick_Check Yes: a text splits before it into parts normalized separately); one that may
+(a mark, a composition's second half, a Hangul vowel or trailing jamo, a character NFC
+replaces); one Python's ``unicodedata`` does not have, so whose properties it cannot give."""
+
+
+def _nfc_code(char: str) -> int:
+    if unicodedata.category(char) == "Cn":
+        return NFC_UNKNOWN
+    point = ord(char)
+    if (
+        unicodedata.combining(char)
+        or char in _composition_seconds()
+        or 0x1161 <= point <= 0x1175  # Hangul V and T jamo compose algorithmically
+        or 0x11A8 <= point <= 0x11C2
+        or unicodedata.normalize("NFC", char) != char
+    ):
+        return NFC_SUSPECT
+    return NFC_BOUNDARY
+
+
+@functools.cache
+def _composition_seconds() -> frozenset[str]:
+    """Characters that end a two-character canonical decomposition (so may compose with the
+    character before them)."""
+    seconds = set()
+    for point in range(_CODE_POINTS):
+        parts = unicodedata.decomposition(chr(point)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            seconds.add(chr(int(parts[1], 16)))
+    return frozenset(seconds)
 
 
 def code_points(text: str) -> CodePoints:

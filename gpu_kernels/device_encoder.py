@@ -20,7 +20,7 @@ from gpu_kernels.byte_bpe import IdArray
 from gpu_kernels.char_classes import BLOCKS, ClassTable
 from gpu_kernels.cupy_bpe import DeviceMerges
 from gpu_kernels.cupy_predicate import DEVICE_FAMILIES, device_starts
-from gpu_kernels.payload import Payload
+from gpu_kernels.payload import Payload, nfc_windows, windows_normalized
 from gpu_kernels.plan import EncoderPlan, UnsupportedTokenizer
 from gpu_kernels.whole_words import WholeWords
 
@@ -67,7 +67,7 @@ class DeviceEncoder:
             return np.zeros(0, dtype=np.int32)
         payload = self.plan.split.payload(text)
         decoded = self._decoded(payload)
-        if decoded is None:  # a character Python's tables lack: normalize after all
+        if decoded is None:  # not in NFC after all (or not provably): normalize
             payload = self.plan.split.payload(text, normalize_all=True)
             decoded = self._decoded(payload)
             assert decoded is not None
@@ -97,7 +97,7 @@ class DeviceEncoder:
 
     def _decoded(self, payload: Payload) -> tuple[Any, Any, Any, Any] | None:
         """(marked bytes, first byte of each character, classes, folds) on the device; None
-        when ``payload.assumed`` fails (a character unassigned in Python's tables)."""
+        when ``payload.assumed`` fails (the text is not in NFC, or may not be)."""
         backend, xp = self._backend, self._backend.xp
         data = xp.array(np.frombuffer(payload.data, dtype=np.uint8))  # a copy: marked in place
         spans = len(payload.span_begin)
@@ -112,21 +112,25 @@ class DeviceEncoder:
         tables = self._class_tables(touched)
         classes = xp.empty(n, dtype=xp.uint8)
         folds = xp.empty(n, dtype=xp.uint8)
-        unassigned = xp.zeros(1, dtype=xp.uint8)
+        nfc = xp.empty(n, dtype=xp.uint8)
         per_item(backend, "classify", n, points, np.int64(n), *tables, self._exact, classes,
-                 folds, unassigned)  # fmt: skip
-        if payload.assumed and backend.to_host(unassigned)[0]:
-            return None
+                 folds, nfc)  # fmt: skip
+        if payload.assumed:
+            windows = nfc_windows(nfc, char_at, len(payload.data), xp)
+            if windows is None or not windows_normalized(
+                payload.data, backend.to_host(windows[0]), backend.to_host(windows[1])
+            ):
+                return None
         return data, char_at, classes, folds
 
     def _class_tables(self, touched: Any) -> tuple[Any, Any, Any]:
-        """The class, fold and unassigned tables on the device, every block ``touched`` probed."""
+        """The class, fold and NFC tables on the device, every block ``touched`` probed."""
         table = self.plan.classes
         table.ensure(np.flatnonzero(self._backend.to_host(touched)))
         if self._tables is None or self._version != table.version:
             xp = self._backend.xp
             self._tables = (
-                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.unassigned)
+                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.nfc)
             )
             self._version = table.version
         return self._tables

@@ -39,17 +39,17 @@ extern "C" __global__ void decode_utf8(
     touched[cp >> BLOCK_BITS] = 1;
 }
 
-/* Class and fold codes; with exact, a fold only where the letter is the lowercase ASCII one.
- * unassigned[0] becomes 1 if a character is unassigned in Python's tables (payload.assumed). */
+/* Class, fold and NFC codes (char_classes.ClassTable); with exact, a fold only where the
+ * letter is the lowercase ASCII one. */
 extern "C" __global__ void classify(
     const unsigned int* points, const long long n, const unsigned char* table_cls,
-    const unsigned char* table_fold, const unsigned char* table_unassigned, const int exact,
-    unsigned char* cls, unsigned char* fold, unsigned char* unassigned)
+    const unsigned char* table_fold, const unsigned char* table_nfc, const int exact,
+    unsigned char* cls, unsigned char* fold, unsigned char* nfc)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int cp = points[i];
-    if (table_unassigned[cp]) unassigned[0] = 1;
+    nfc[i] = table_nfc[cp];
     int f = table_fold[cp];
     if (exact && f != 0 && cp != (unsigned int)FOLD_LETTERS[f]) f = 0;
     cls[i] = table_cls[cp];

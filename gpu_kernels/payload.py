@@ -7,8 +7,9 @@ becomes 0xFF, which UTF-8 never contains, the rest continuation bytes) so the sp
 one sentinel character: one pass over the whole text, with the sentinels standing where the
 reference starts and ends its separate stretches.  Both the twin and the device take this.
 
-Normal forms (NFC and kin) are skipped on text already normalized (see ``Payload.assumed``):
-agent transcripts almost always are, and the engine's normalizer costs more than the GPU.
+NFC is skipped on text already in NFC (``Payload.assumed``, checked by the stages around the
+few characters NFC may change): agent transcripts almost always are, and the engine's
+normalizer costs more than the whole GPU path.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from unicodedata import is_normalized
 import numpy as np
 import numpy.typing as npt
 
-from gpu_kernels.char_classes import SENTINEL_POINT, CodePoints
+from gpu_kernels.char_classes import NFC_BOUNDARY, NFC_UNKNOWN, SENTINEL_POINT, CodePoints
 
 Bytes = npt.NDArray[np.uint8]
 Offsets = npt.NDArray[np.int64]
@@ -37,10 +38,8 @@ class Payload(NamedTuple):
     rewritten: bool
     """The normalizer changed the text (then token extents are not the original text's)."""
     assumed: bool
-    """Normalization was skipped because Python's ``unicodedata`` finds the text already in
-    its normal form.  By Unicode's normalization stability policy that holds for the engine's
-    (newer) Unicode too, provided every character is assigned in Python's version: the
-    stages check that (``ClassTable.unassigned``) and redo with ``normalize_all`` if not."""
+    """NFC was skipped on the assumption that the text is in NFC already, as agent text almost
+    always is: the stages check it (``nfc_windows``) and redo with ``normalize_all`` if not."""
 
 
 class AddedSplit:
@@ -52,18 +51,17 @@ class AddedSplit:
         self._split = re.compile(b"|".join(map(re.escape, longest_first))) if added else None
         self._normalizer = normalizer
         kind = (normalizer_json or {}).get("type")
-        self._form: Any = kind if kind in _FORMS else None
+        self._ascii_stable = kind in _FORMS
+        self._nfc = kind == "NFC"
 
     def payload(self, text: str, *, normalize_all: bool = False) -> Payload:
         data = text.encode()  # a lone surrogate raises, as in the reference
         spans = [m.span() for m in self._split.finditer(data)] if self._split else []
         rewritten = assumed = False
-        if self._normalizer is None:
-            pass
-        elif self._form is not None and text.isascii():
+        if self._normalizer is None or (self._ascii_stable and text.isascii()):
             pass  # every normal form leaves ASCII as it is
-        elif self._form is not None and not normalize_all and is_normalized(self._form, text):
-            assumed = True  # each stretch is a substring of a normalized text: normalized
+        elif self._nfc and not normalize_all:
+            assumed = True
         else:
             original = data
             data, spans = self._normalized(data, spans)
@@ -90,6 +88,35 @@ class AddedSplit:
                 size += end - begin
             at = end
         return b"".join(parts), moved
+
+
+def nfc_windows(codes: Any, char_at: Any, size: int, xp: Any) -> tuple[Any, Any] | None:
+    """Byte windows of the text to check for NFC, from each character's ``ClassTable.nfc``
+    code (NumPy or CuPy arrays): around each character NFC may join to the one before, from
+    the boundary before it to the boundary after (NFC normalizes such parts separately, and a
+    part of boundaries alone is normalized).  None when a character is unknown to Python's
+    tables: its properties, and so the check, are not to be had (normalize instead)."""
+    suspects = xp.flatnonzero(codes)
+    if len(suspects) == 0:
+        return suspects, suspects
+    if bool((codes[suspects] == NFC_UNKNOWN).any()):
+        return None
+    bounds = xp.flatnonzero(codes == NFC_BOUNDARY)
+    byte_at = xp.concatenate((char_at, xp.asarray([size], dtype=char_at.dtype)))
+    if len(bounds) == 0:
+        return byte_at[:1], byte_at[-1:]
+    at = xp.searchsorted(bounds, suspects, side="right")
+    first = xp.where(at > 0, bounds[xp.maximum(at - 1, 0)], 0)
+    last = xp.where(at < len(bounds), bounds[xp.minimum(at, len(bounds) - 1)], len(char_at))
+    return byte_at[first], byte_at[last]
+
+
+def windows_normalized(data: bytes, begin: Offsets, end: Offsets) -> bool:
+    """Whether every window ``data[b:e]`` is in NFC, by Python's ``unicodedata``: the engine's
+    answer too for characters Python has (Unicode's normalization stability policy).  Context
+    from outside a stretch (an added token's own bytes) can only make a window fail, never pass."""
+    windows = sorted(set(zip(begin.tolist(), end.tolist(), strict=True)))
+    return all(is_normalized("NFC", data[b:e].decode()) for b, e in windows)
 
 
 def marked(payload: Payload) -> Bytes:

@@ -18,8 +18,16 @@ from tokenizers import Tokenizer
 
 from app.tokenization.lru import LruCache
 from gpu_kernels.byte_bpe import IdArray, MergeTable
-from gpu_kernels.char_classes import ClassTable
-from gpu_kernels.payload import Bytes, Offsets, decode, marked
+from gpu_kernels.char_classes import ClassTable, CodePoints
+from gpu_kernels.payload import (
+    Bytes,
+    Offsets,
+    Payload,
+    decode,
+    marked,
+    nfc_windows,
+    windows_normalized,
+)
 from gpu_kernels.piece_starts import PREDICATES, Predicate, piece_bounds
 from gpu_kernels.plan import EncoderPlan
 
@@ -63,7 +71,7 @@ class TwinEncoder:
         payload = self.plan.split.payload(text)
         data = marked(payload)
         points, char_at = decode(data)
-        if payload.assumed and self.plan.classes.any_unassigned(points):
+        if payload.assumed and not _nfc_holds(self.plan, payload, points, char_at):
             payload = self.plan.split.payload(text, normalize_all=True)
             data = marked(payload)
             points, char_at = decode(data)
@@ -110,6 +118,11 @@ class TwinEncoder:
             self._cache.put(piece, ids, len(piece) + ids.nbytes + 64)
             result.append(ids)
         return result
+
+
+def _nfc_holds(plan: EncoderPlan, payload: Payload, points: CodePoints, char_at: Offsets) -> bool:
+    windows = nfc_windows(plan.classes.nfc_codes(points), char_at, len(payload.data), np)
+    return windows is not None and windows_normalized(payload.data, *windows)
 
 
 def gather(ids: list[IdArray], which: np.ndarray) -> IdArray:

@@ -9,10 +9,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from gpu_kernels import TwinEncoder, UnsupportedTokenizer, payload
-from gpu_kernels.char_classes import ClassTable
+from gpu_kernels import TwinEncoder, UnsupportedTokenizer
+from gpu_kernels import device_encoder as device_module
+from gpu_kernels import twin as twin_module
+from gpu_kernels.char_classes import NFC_UNKNOWN, ClassTable
 from gpu_kernels.device_encoder import DeviceEncoder
 from gpu_kernels.payload import decode
 from loadtest.agent_sessions.session import corpus
@@ -83,18 +86,42 @@ def test_unchanged_only_where_the_normalizer_keeps_the_text(
         assert ids.tolist() == reference("qwen3").encode(text, add_special_tokens=False).ids
 
 
+# Characters NFC composes, reorders or replaces, and the starters they join, with added tokens.
+_NFC_TRAPS = (
+    "eEaAoOn <>=\u0301\u0300\u0308\u0323\u0338\u1100\u1161\u11a8\uac00\u0b47\u0b3e\u212b\u00c5"
+)
+nfc_texts = st.lists(
+    st.one_of(st.text(alphabet=_NFC_TRAPS, max_size=12), st.sampled_from(["<|im_start|>", "x"])),
+    max_size=8,
+).map("".join)
+
+
+@differential(300)
+@given(text=nfc_texts)
+def test_nfc_skipped_only_where_it_holds(
+    text: str, reference: Callable[[str], Tokenizer], host_encoder: Encoders
+) -> None:
+    """Qwen3 normalizes to NFC; the stages skip it only where their check proves it moot."""
+    encoder = host_encoder("qwen3")
+    expected = reference("qwen3").encode(text, add_special_tokens=False).ids
+    assert encoder.encode(text).tolist() == expected
+    unchanged = reference("qwen3").normalizer.normalize_str(text) == text
+    assert (encoder.encode_unchanged(text) is not None) is unchanged or "<|im_start|>" in text
+
+
 def test_a_character_unknown_to_python_redoes_the_normalization(
     reference: Callable[[str], Tokenizer],
     host_backend: HostBackend,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Skipping NFC on Python's word holds only for characters Python's tables have: here they
-    claim every text is normalized and lack U+0301, so the stages must normalize after all."""
-    monkeypatch.setattr(payload, "is_normalized", lambda form, text: True)
+    call every window normalized and lack U+0301, so the stages must normalize after all."""
+    for module in (twin_module, device_module):
+        monkeypatch.setattr(module, "windows_normalized", lambda *_: True)
     classes = ClassTable()
     text = "cafe\u0301 <|im_start|>e\u0301"
-    classes.lookup(decode(np.frombuffer(text.encode(), dtype=np.uint8))[0])
-    classes.unassigned[0x301] = 1
+    classes.nfc_codes(decode(np.frombuffer(text.encode(), dtype=np.uint8))[0])
+    classes.nfc[0x301] = NFC_UNKNOWN
     expected = reference("qwen3").encode(text, add_special_tokens=False).ids
     twin = TwinEncoder(reference("qwen3"), classes=classes)
     device = DeviceEncoder(reference("qwen3"), classes=classes, backend=host_backend)
