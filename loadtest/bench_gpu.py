@@ -16,7 +16,9 @@ usually are: the planted ones make the host run the engine's normalizer) and, be
   both copies and every kernel), its ids checked equal to the reference's;
 * ``host``: the host's share of ``gpu`` (the added-token split and UTF-8 encode).
 
-Kernels are compiled and class blocks probed before timing (a warm-up encode).
+Kernels are compiled and class blocks probed before timing (a warm-up encode).  ``--profile``
+then prints, for the last size of each row, each kernel's time (the device synchronised
+around every launch) and what is left: CuPy's array operations, the copies and the host.
 """
 
 from __future__ import annotations
@@ -24,15 +26,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import unicodedata
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy.typing as npt
 from tokenizers import Tokenizer
 
 from app import assets
 from gpu_kernels import is_available, unavailable_reason
+from gpu_kernels.backend import CupyBackend
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.device_encoder import DeviceEncoder
 from loadtest.agent_sessions.session import corpus
@@ -46,6 +53,7 @@ def main() -> None:
     parser.add_argument("--chars", default="1000000,4000000")
     parser.add_argument("--tokenizers", default="llama3,qwen3,gpt2")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="kernel times per row")
     args = parser.parse_args()
     if not is_available():
         raise SystemExit(f"no GPU path: {unavailable_reason()}")
@@ -67,6 +75,8 @@ def main() -> None:
                 rates = "".join(f"{mb / t:>10.1f}" for t in seconds)
                 ratios = f"{seconds[0] / seconds[3]:>8.0f}x{seconds[2] / seconds[3]:>9.1f}x"
                 print(f"{label:<10}{chars:>10,}{rates}{mb / seconds[3] / 1e3:>10.3f}{ratios}")
+            if args.profile:
+                _profile(tokenizer, table, text)
 
 
 def _measure(
@@ -85,6 +95,38 @@ def _measure(
         best_of(repeat, lambda: encoder.encode(text)),
         best_of(repeat, lambda: encoder.plan.split.payload(text)),
     )
+
+
+class _Timed:
+    """A backend that times each kernel, the device synchronised before and after it."""
+
+    def __init__(self) -> None:
+        self._inner = CupyBackend()
+        self.xp = self._inner.xp
+        self.seconds: Counter[str] = Counter()
+
+    def launch(self, name: str, grid: int, block: int, args: tuple[Any, ...]) -> None:
+        self.xp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        self._inner.launch(name, grid, block, args)
+        self.xp.cuda.Device().synchronize()
+        self.seconds[name] += time.perf_counter() - start
+
+    def to_host(self, array: Any) -> npt.NDArray[Any]:
+        return self._inner.to_host(array)
+
+
+def _profile(tokenizer: Tokenizer, table: ClassTable, text: str) -> None:
+    timed = _Timed()
+    encoder = DeviceEncoder(tokenizer, classes=table, backend=timed)
+    encoder.encode(text)
+    timed.seconds.clear()
+    start = time.perf_counter()
+    encoder.encode(text)
+    total = time.perf_counter() - start
+    kernels = " ".join(f"{name} {s * 1e3:.2f}" for name, s in timed.seconds.most_common())
+    rest = total - sum(timed.seconds.values())
+    print(f"    ms: total {total * 1e3:.2f} = kernels [{kernels}] + the rest {rest * 1e3:.2f}")
 
 
 if __name__ == "__main__":
