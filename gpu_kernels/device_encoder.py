@@ -53,22 +53,22 @@ class DeviceEncoder:
         self._version = -1
 
     def encode(self, text: str) -> IdArray:
-        ids = self._encode(text, unchanged_only=False)
+        ids = self._encode(text, utf8=None, unchanged_only=False)
         assert ids is not None
         return ids
 
-    def encode_unchanged(self, text: str) -> IdArray | None:
+    def encode_unchanged(self, text: str, utf8: bytes | None = None) -> IdArray | None:
         """The ids, or None when the normalizer changes the text (the tokens' byte extents
         are then not the text's: callers that need them take the reference path)."""
-        return self._encode(text, unchanged_only=True)
+        return self._encode(text, utf8=utf8, unchanged_only=True)
 
-    def _encode(self, text: str, *, unchanged_only: bool) -> IdArray | None:
+    def _encode(self, text: str, *, utf8: bytes | None, unchanged_only: bool) -> IdArray | None:
         if not text:
             return np.zeros(0, dtype=np.int32)
-        payload = self.plan.split.payload(text)
+        payload = self.plan.split.payload(text, utf8=utf8)
         decoded = self._decoded(payload)
         if decoded is None:  # not in NFC after all (or not provably): normalize
-            payload = self.plan.split.payload(text, normalize_all=True)
+            payload = self.plan.split.payload(text, utf8=utf8, normalize_all=True)
             decoded = self._decoded(payload)
             assert decoded is not None
         if unchanged_only and payload.rewritten:

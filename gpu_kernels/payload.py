@@ -54,8 +54,11 @@ class AddedSplit:
         self._ascii_stable = kind in _FORMS
         self._nfc = kind == "NFC"
 
-    def payload(self, text: str, *, normalize_all: bool = False) -> Payload:
-        data = text.encode()  # a lone surrogate raises, as in the reference
+    def payload(
+        self, text: str, *, utf8: bytes | None = None, normalize_all: bool = False
+    ) -> Payload:
+        """``utf8``: the text's UTF-8 when the caller has it (saves encoding it again)."""
+        data = text.encode() if utf8 is None else utf8  # a lone surrogate raises, as in HF
         spans = [m.span() for m in self._split.finditer(data)] if self._split else []
         rewritten = assumed = False
         if self._normalizer is None or (self._ascii_stable and text.isascii()):

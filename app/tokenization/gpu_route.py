@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 
 
 class ColdEncoder(Protocol):
-    def encode_unchanged(self, text: str) -> IdArray | None:
-        """Exact ids of ``text``, or None when its normalizer would change it."""
+    def encode_unchanged(self, text: str, utf8: bytes | None = None) -> IdArray | None:
+        """Exact ids of ``text`` (``utf8``: its UTF-8), or None when its normalizer would
+        change it."""
 
 
 class GpuColdStarts:
@@ -32,14 +33,14 @@ class GpuColdStarts:
         self._lock = threading.Lock()
         self.failures = 0
 
-    def encode(self, text: str, text_bytes: int) -> IdArray | None:
+    def encode(self, text: str, utf8: bytes) -> IdArray | None:
         """The ids from the GPU, or None: text under ``min_bytes``, changed by its normalizer,
-        or a device failure (the caller then encodes on the CPU)."""
-        if text_bytes < self.min_bytes:
+        or a device failure (the caller then encodes on the CPU).  ``utf8``: the text's."""
+        if len(utf8) < self.min_bytes:
             return None
         with self._lock:
             try:
-                return self._encoder.encode_unchanged(text)
+                return self._encoder.encode_unchanged(text, utf8)
             except Exception:  # a CUDA, driver or memory failure must not fail the request
                 self.failures += 1
                 log.exception("GPU cold start failed; encoding on the CPU")

@@ -244,7 +244,7 @@ class SessionTokenizer:
     def _full(self, text: str, data: bytes) -> tuple[SessionState, str]:
         """The whole text encoded: (state, "gpu") when the GPU route takes it, else (state,
         "full") from the CPU reference."""
-        ids = self.gpu.encode(text, len(data)) if self.gpu is not None else None
+        ids = self.gpu.encode(text, data) if self.gpu is not None else None
         ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
         if ids is not None and ends is not None:
             return _state(data, ids, ends), "gpu"

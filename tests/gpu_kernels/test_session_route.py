@@ -82,7 +82,7 @@ def test_text_the_normalizer_changes_goes_to_the_cpu(
 
 
 class _Failing:
-    def encode_unchanged(self, text: str) -> IdArray | None:
+    def encode_unchanged(self, text: str, utf8: bytes | None = None) -> IdArray | None:
         raise RuntimeError("cudaErrorMemoryAllocation")
 
 
