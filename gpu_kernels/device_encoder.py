@@ -24,6 +24,11 @@ from gpu_kernels.payload import Payload, nfc_windows, windows_normalized
 from gpu_kernels.plan import EncoderPlan, UnsupportedTokenizer
 from gpu_kernels.whole_words import WholeWords
 
+LONGEST_PIECE = 8192
+"""Longest piece (bytes) ``encode_unchanged`` takes on: the block tier merges one pair per
+step, so a piece of L bytes costs ~L steps (``'a' * 10**7`` would hold the device for long);
+such texts go to the CPU reference, which the proxy bounds on its own."""
+
 
 class DeviceEncoder:
     """``encode(text)`` equals ``Tokenizer.encode(text, add_special_tokens=False).ids``."""
@@ -59,7 +64,8 @@ class DeviceEncoder:
 
     def encode_unchanged(self, text: str, utf8: bytes | None = None) -> IdArray | None:
         """The ids, or None when the normalizer changes the text (the tokens' byte extents
-        are then not the text's: callers that need them take the reference path)."""
+        are then not the text's: callers that need them take the reference path) or a piece
+        is longer than ``LONGEST_PIECE``."""
         return self._encode(text, utf8=utf8, unchanged_only=True)
 
     def _encode(self, text: str, *, utf8: bytes | None, unchanged_only: bool) -> IdArray | None:
@@ -80,6 +86,8 @@ class DeviceEncoder:
         begin = char_at[xp.flatnonzero(starts)]
         end = xp.concatenate((begin[1:], xp.asarray([size], dtype=xp.int64)))
         pieces = len(begin)
+        if unchanged_only and int((end - begin).max()) > LONGEST_PIECE:
+            return None
         tokens = self._merges.byte_ids[data]
         if len(payload.added_ids):
             tokens[xp.asarray(payload.span_begin)] = xp.asarray(payload.added_ids)

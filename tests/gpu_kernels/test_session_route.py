@@ -19,7 +19,7 @@ from app.tokenization.reference import IdArray, ReferenceEncoder
 from gpu_kernels import is_available
 from gpu_kernels.backend import Backend
 from gpu_kernels.char_classes import ClassTable
-from gpu_kernels.device_encoder import DeviceEncoder
+from gpu_kernels.device_encoder import LONGEST_PIECE, DeviceEncoder
 from loadtest.agent_sessions.session import corpus
 from tests.gpu_kernels.conftest import on_gpu
 
@@ -79,6 +79,22 @@ def test_text_the_normalizer_changes_goes_to_the_cpu(
     enc = tok.encode(text, session="t/s")
     assert enc.route == "full"
     assert enc.ids.tolist() == reference("qwen3").encode(text, add_special_tokens=False).ids
+
+
+def test_an_overlong_piece_goes_to_the_cpu(
+    assets: dict[str, Path],
+    reference: Callable[[str], Tokenizer],
+    class_table: ClassTable,
+    host_backend: Backend,
+) -> None:
+    """One piece of LONGEST_PIECE + 1 bytes (a run of one letter) would hold the device for
+    thousands of merge steps: the route declines it."""
+    encoder = DeviceEncoder(reference("llama3"), classes=class_table, backend=host_backend)
+    tok = _session(assets, "llama3", encoder, 1)
+    for text in ("a" * LONGEST_PIECE + " b", "a" * (LONGEST_PIECE + 1) + " b"):
+        enc = tok.encode(text)
+        assert enc.route == ("gpu" if len(text) == LONGEST_PIECE + 2 else "full")
+        assert enc.ids.tolist() == reference("llama3").encode(text, add_special_tokens=False).ids
 
 
 class _Failing:
