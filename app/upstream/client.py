@@ -22,6 +22,10 @@ TraceHook = Callable[[str, dict[str, Any]], Awaitable[None]]
 """httpx's ``trace`` request extension: called with each connection event's name and info."""
 
 
+_CLOSED_BEFORE_REPLY = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""How a request on a connection the upstream had already closed fails (no response byte)."""
+
+
 class UpstreamClient:
     """One pooled ``httpx.AsyncClient`` with explicit timeouts and limits."""
 
@@ -50,15 +54,24 @@ class UpstreamClient:
         self, path: str, body: bytes, trace: TraceHook | None = None
     ) -> AsyncIterator[httpx.Response]:
         """POST ``body``; yields the response once its status is known to be a success.
-        ``trace`` sees the connection's events (telemetry times the connect with it)."""
+        ``trace`` sees the connection's events (telemetry times the connect with it).
+
+        A pooled connection the upstream closed while idle (llama.cpp's server closes them
+        after 5 s) fails the request before any response byte; that one request is sent again,
+        once, on a fresh connection."""
         extensions = {"trace": trace} if trace is not None else None
+        request = self._http.build_request("POST", path, content=body, extensions=extensions)
         try:
-            async with self._http.stream(
-                "POST", path, content=body, extensions=extensions
-            ) as response:
+            try:
+                response = await self._http.send(request, stream=True)
+            except _CLOSED_BEFORE_REPLY:
+                response = await self._http.send(request, stream=True)
+            try:
                 if response.status_code >= 400:
                     raise _status_error(response.status_code, await response.aread())
                 yield response
+            finally:
+                await response.aclose()
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:

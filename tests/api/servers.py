@@ -4,6 +4,7 @@ that records what the proxy sends upstream, and a scriptable stand-in upstream f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -48,6 +49,42 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def dropping_front(upstream: str, drop: int) -> Iterator[str]:
+    """A TCP front to ``upstream`` whose first ``drop`` connections read a request and close
+    without a byte of reply (what a keep-alive connection closed by the server looks like to
+    the client); later connections are relayed.  Yields its URL."""
+    host, port = upstream.removeprefix("http://").split(":")
+    listener = socket.create_server(("127.0.0.1", 0))
+    left = [drop]
+
+    def relay(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = listener.accept()
+                if left[0] > 0:
+                    left[0] -= 1
+                    client.recv(65536)
+                    client.close()
+                    continue
+                server = socket.create_connection((host, int(port)))
+                for a, b in ((client, server), (server, client)):
+                    threading.Thread(target=relay, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):

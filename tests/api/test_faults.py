@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 from app.config import Settings, Timeouts
 from app.main import create_app
 from app.rendering import ChatTemplate
-from tests.api.servers import StubUpstream, closed_port_url, serving
+from tests.api.servers import StubUpstream, closed_port_url, dropping_front, serving
 
 MODEL = "m"
 HELLO = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello."}]}
@@ -138,6 +138,23 @@ def test_streamed_answers_reuse_the_upstream_connection(smollm2_dir: Path) -> No
             reply = http.post("/v1/chat/completions", json=body | {"stream": stream})
             assert reply.status_code == 200, reply.text
     assert len(stub.ports) == 4 and len(set(stub.ports)) == 1, stub.ports
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_connection_closed_before_the_reply_is_retried_once(
+    smollm2_dir: Path, stream: bool
+) -> None:
+    """The upstream closing a connection without replying (an idle keep-alive it dropped)
+    costs one retry on a fresh connection, not a 502; a second such close is a 502."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    stub = StubUpstream()
+    with stub.serve() as upstream:
+        with dropping_front(upstream, 1) as front, proxy(front, smollm2_dir) as http:
+            reply = http.post("/v1/chat/completions", json=body)
+            assert reply.status_code == 200, reply.text
+        with dropping_front(upstream, 2) as front, proxy(front, smollm2_dir) as http:
+            assert http.post("/v1/chat/completions", json=body).status_code == 502
+    assert len(stub.ports) == 1
 
 
 @pytest.mark.parametrize("chunked", [False, True])
