@@ -24,7 +24,8 @@ from app.errors import InvalidTextError
 from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
-from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
+from app.tokenization.growable import Growable
+from app.tokenization.reference import CopiedIds, IdArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
 from app.tokenization.store import (
@@ -225,13 +226,12 @@ class SessionTokenizer:
         plan.stats.seconds = time.perf_counter() - planning
         if not plan.reused_runs:
             return self._full(text, data), "full", plan, "no stable cut in window", None
-        ids, ends, copied = self._repairer.assemble(base, data, plan)
+        state, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
-        return _state(data, ids, ends), route, plan, None, copied
+        return state, route, plan, None, copied
 
     def _full(self, text: str, data: bytes) -> SessionState:
-        ids, ends = self.reference.encode(text)
-        state = _state(data, ids, ends)
+        state = SessionState.grown(data, Growable.of(self.reference.encode(text)))
         if self._appender is not None:
             self._appender.remember(state, text)
         return state
@@ -331,9 +331,3 @@ def _tenant_of(session: str | None, tenant: str | None) -> str:
 def _readonly(array: IdArray) -> IdArray:
     array.flags.writeable = False
     return array
-
-
-def _state(data: bytes, ids: IdArray, ends: OffsetArray) -> SessionState:
-    ids.flags.writeable = False
-    ends.flags.writeable = False
-    return SessionState(text=data, ids=ids, ends=ends)
