@@ -48,7 +48,7 @@ class ShadowJob:
     route: str
     typed: TypedSpecials | None
     """Where route "pieces" keeps its session state."""
-    sent: bytes | None
+    sent: bytes | memoryview | None
     """The ids as the JSON text that went upstream (spliced from earlier calls' text): the
     ids checked are these, what the upstream got."""
 
@@ -74,7 +74,7 @@ class ShadowVerifier:
         encoding: Encoding,
         masked: Masked | None,
         typed: TypedSpecials | None = None,
-        sent: bytes | None = None,
+        sent: bytes | memoryview | None = None,
     ) -> None:
         """Samples this request for a check (cheap; never blocks).  ``text`` is the rendered
         prompt, rendered from ``masked`` when the client content held special-token text."""

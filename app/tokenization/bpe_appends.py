@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from app.tokenization.incremental_bpe import IncrementalBPE, IncrementalState, VocabularyError
-from app.tokenization.reference import IdArray, OffsetArray
 from app.tokenization.sentencepiece_bpe import SPACE
 from app.tokenization.store import SessionState
 
@@ -156,10 +155,8 @@ class BpeAppender:
                 end = self._extend(data, ids, ends, [self._special[match]], end, 0)
             elif state is not None:
                 new_tail = self._tail(state, segment_ids, keep + len(ids), end, first)
-        grown = _state(
-            data,
-            np.concatenate([base.ids[:keep], np.asarray(ids, dtype=np.int32)]),
-            np.concatenate([base.ends[:keep], np.asarray(ends, dtype=np.int32)]),
+        grown = base.extended(
+            data, keep, [np.asarray(ids, dtype=np.int32)], [np.asarray(ends, dtype=np.int32)]
         )
         self._put(grown, new_tail)
         return grown
@@ -238,9 +235,3 @@ class BpeAppender:
             self._tails[id(state)] = (state, tail)
             while self._bytes > self._max_bytes and len(self._tails) > 1:
                 self._bytes -= self._tails.popitem(last=False)[1][0].nbytes
-
-
-def _state(data: bytes, ids: IdArray, ends: OffsetArray) -> SessionState:
-    ids.flags.writeable = False
-    ends.flags.writeable = False
-    return SessionState(text=data, ids=ids, ends=ends)

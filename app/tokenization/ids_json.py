@@ -10,39 +10,45 @@ token edges.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app.tokenization.growable import Growable
 from app.tokenization.lru import LruCache
 from app.tokenization.reference import CopiedIds, IdArray
 
 _POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)
 Offsets = npt.NDArray[np.signedinteger[Any]]
 """Byte offsets into the JSON text: int32 (half the copying), int64 past 2^27 ids."""
+Bytes = npt.NDArray[np.uint8]
+"""JSON text as bytes in an array (the form growable buffers hold)."""
 
 
-@dataclass(frozen=True, slots=True)
 class IdsJson:
-    """``text`` is ``b"id,id,...,id"`` (no brackets) for ``ids``; ``ends[i]`` is where id i's
-    digits end in it."""
+    """``text`` is ``b"id,id,...,id"`` (no brackets, read-only) for ``ids``; ``ends[i]`` is
+    where id i's digits end in it.  Both grow in place (see ``growable``): a splice that keeps
+    the previous call's JSON from the start writes only what follows."""
 
-    ids: IdArray
-    text: bytes
-    ends: Offsets
+    __slots__ = ("_ends", "_text", "ends", "ids", "text")
+
+    def __init__(self, ids: IdArray, text: Growable, ends: Growable) -> None:
+        self.ids = ids
+        self._text, self._ends = text, ends
+        self.text: memoryview = text.views[0].data
+        self.ends: Offsets = ends.views[0]
 
     @property
     def nbytes(self) -> int:
-        return len(self.text) + self.ids.nbytes + self.ends.nbytes
+        return self._text.nbytes + self.ids.nbytes + self._ends.nbytes
 
     @classmethod
     def of(cls, ids: IdArray) -> IdsJson:
         """Serialise from scratch."""
         text, ends = _serialise(ids)
-        return cls(ids, text, ends)
+        return cls(ids, Growable.of((text,)), Growable.of((ends,)))
 
     def spliced(self, ids: IdArray, copied: CopiedIds | None = None) -> IdsJson:
         """The JSON of ``ids``, reusing this one's bytes where ids were kept: the stretches
@@ -54,7 +60,8 @@ class IdsJson:
             runs = copied.runs
         else:
             runs = self._common_ends(ids)
-        if sum(last - first for first, last, _ in runs) < len(ids) // 8:
+        reused = sum(last - first for first, last, _ in runs)
+        if reused < len(ids) // 8 or self.ends.dtype != _offset_type(len(ids)):
             return IdsJson.of(ids)
         return self._reusing(ids, runs)
 
@@ -72,24 +79,26 @@ class IdsJson:
         )
 
     def _reusing(self, ids: IdArray, runs: tuple[tuple[int, int, int], ...]) -> IdsJson:
-        whole = memoryview(self.text)  # slices of it are joined without an extra copy
-        wide = _offset_type(len(ids))
-        pieces: list[bytes | memoryview] = []
+        wide = self.ends.dtype.type
+        # A first run that starts both id lists stays where it is: only what follows is written.
+        kept = runs[0][1] if runs and runs[0][0] == runs[0][2] == 0 else 0
+        text_kept = size = int(self.ends[kept - 1]) if kept else 0
+        whole = self._text.views[0]
+        pieces: list[Bytes] = []
         ends: list[Offsets] = []
-        size = 0
 
-        def add(text: bytes | memoryview, text_ends: Offsets, start: int) -> None:
+        def add(text: Bytes, text_ends: Offsets, start: int) -> None:
             """Append ``text``, whose ids end at ``text_ends`` (counted from ``start``)."""
             nonlocal size
-            if pieces:
-                pieces.append(b",")
+            if size:
+                pieces.append(_COMMA)
                 size += 1
             pieces.append(text)
             ends.append(text_ends.astype(wide, copy=False) + (size - start))
             size += len(text)
 
-        cursor = 0
-        for first, last, at in runs:
+        cursor = kept
+        for first, last, at in runs[1:] if kept else runs:
             if at > cursor:
                 add(*_serialise(ids[cursor:at]), 0)
             start = int(self.ends[first - 1]) + 1 if first else 0
@@ -97,20 +106,23 @@ class IdsJson:
             cursor = at + last - first
         if cursor < len(ids):
             add(*_serialise(ids[cursor:]), 0)
-        return IdsJson(ids, b"".join(pieces), np.concatenate(ends) if ends else _EMPTY_ENDS)
+        return IdsJson(
+            ids, self._text.extended(text_kept, [pieces]), self._ends.extended(kept, [ends])
+        )
 
 
 _EMPTY_ENDS = np.zeros(0, dtype=np.int32)
+_COMMA = np.frombuffer(b",", dtype=np.uint8)
 
 
-def _serialise(ids: IdArray) -> tuple[bytes, Offsets]:
+def _serialise(ids: IdArray) -> tuple[Bytes, Offsets]:
     if not len(ids):
-        return b"", _EMPTY_ENDS
-    text = orjson.dumps(ids, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+        return np.zeros(0, dtype=np.uint8), _EMPTY_ENDS
+    text = orjson.dumps(ids, option=orjson.OPT_SERIALIZE_NUMPY)
     wide = _offset_type(len(ids))
     digits = np.searchsorted(_POWERS, ids, side="right").astype(wide) + 1
     ends: Offsets = np.cumsum(digits + 1, dtype=wide) - 1
-    return text, ends
+    return np.frombuffer(text, dtype=np.uint8)[1:-1], ends
 
 
 def _offset_type(n_ids: int) -> type[np.signedinteger[Any]]:

@@ -112,15 +112,16 @@ class Repairer:
             plan.parts.append(Fresh(cursor, len(new)))
         return plan
 
-    def assemble(
-        self, old: SessionState, new: bytes, plan: Plan
-    ) -> tuple[IdArray, OffsetArray, CopiedIds]:
-        """The new ids and ends, and which stretches of them are old ids."""
+    def assemble(self, old: SessionState, new: bytes, plan: Plan) -> tuple[SessionState, CopiedIds]:
+        """The state of ``new``, and which stretches of its ids are old ids.  Old ids kept
+        from the start on are not copied where ``old``'s arrays can grow in place."""
+        first = plan.parts[0]
+        keep = first.last if isinstance(first, Reuse) and not first.first | first.shift else 0
         ids: list[IdArray] = []
         ends: list[OffsetArray] = []
-        runs: list[tuple[int, int, int]] = []
-        at = 0
-        for part in plan.parts:
+        runs: list[tuple[int, int, int]] = [(0, keep, 0)] if keep else []
+        at = keep
+        for part in plan.parts[1:] if keep else plan.parts:
             if isinstance(part, Reuse):
                 runs.append((part.first, part.last, at))
                 ids.append(old.ids[part.first : part.last])
@@ -133,7 +134,7 @@ class Repairer:
                 ids.append(fresh_ids)
                 ends.append(fresh_ends + np.int32(part.start))
             at += len(ids[-1])
-        return np.concatenate(ids), np.concatenate(ends), CopiedIds(old.ids, tuple(runs))
+        return old.extended(new, keep, ids, ends), CopiedIds(old.ids, tuple(runs))
 
     def _reusable(
         self, old: SessionState, new: bytes, run: Run, stats: SearchStats

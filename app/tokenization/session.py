@@ -25,7 +25,8 @@ from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
-from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
+from app.tokenization.growable import Growable
+from app.tokenization.reference import CopiedIds, IdArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
 from app.tokenization.store import (
@@ -237,9 +238,9 @@ class SessionTokenizer:
         plan.stats.seconds = time.perf_counter() - planning
         if not plan.reused_runs:
             return *self._full(text, data), plan, "no stable cut in window", None
-        ids, ends, copied = self._repairer.assemble(base, data, plan)
+        state, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
-        return _state(data, ids, ends), route, plan, None, copied
+        return state, route, plan, None, copied
 
     def _full(self, text: str, data: bytes) -> tuple[SessionState, str]:
         """The whole text encoded: (state, "gpu") when the GPU route takes it, else (state,
@@ -247,9 +248,8 @@ class SessionTokenizer:
         ids = self.gpu.encode(text, data) if self.gpu is not None else None
         ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
         if ids is not None and ends is not None:
-            return _state(data, ids, ends), "gpu"
-        ids, ends = self.reference.encode(text)
-        state = _state(data, ids, ends)
+            return SessionState.grown(data, Growable.of((ids, ends))), "gpu"
+        state = SessionState.grown(data, Growable.of(self.reference.encode(text)))
         if self._appender is not None:
             self._appender.remember(state, text)
         return state, "full"
@@ -349,9 +349,3 @@ def _tenant_of(session: str | None, tenant: str | None) -> str:
 def _readonly(array: IdArray) -> IdArray:
     array.flags.writeable = False
     return array
-
-
-def _state(data: bytes, ids: IdArray, ends: OffsetArray) -> SessionState:
-    ids.flags.writeable = False
-    ends.flags.writeable = False
-    return SessionState(text=data, ids=ids, ends=ends)

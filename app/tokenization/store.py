@@ -17,10 +17,12 @@ import sys
 import threading
 import zlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.tokenization.diff import common_prefix
+from app.tokenization.growable import Growable, Pieces
 from app.tokenization.reference import IdArray, OffsetArray
 
 SessionKey = tuple[str, str]
@@ -39,10 +41,32 @@ class SessionState:
     text: bytes
     ids: IdArray
     ends: OffsetArray
+    growth: Growable | None = field(default=None, compare=False, repr=False)
+    """The buffers ``ids`` and ``ends`` are views of, with room to grow in place (None for a
+    state decoded from a shared store: its first extension copies)."""
+
+    @classmethod
+    def grown(cls, text: bytes, growth: Growable) -> SessionState:
+        """The state whose ids and ends are ``growth``'s arrays."""
+        ids, ends = growth.views
+        return cls(text, ids, ends, growth)
+
+    def extended(self, text: bytes, keep: int, ids: Pieces, ends: Pieces) -> SessionState:
+        """The state for ``text`` whose ids and ends are this one's first ``keep`` followed by
+        ``ids`` and ``ends``; the kept ones are not copied when this state's buffers have room
+        (see ``growable``)."""
+        tails: Sequence[Pieces] = (ids, ends)
+        growth = (
+            self.growth.extended(keep, tails)
+            if self.growth is not None
+            else Growable.of((self.ids[:keep], self.ends[:keep]), tails)
+        )
+        return SessionState.grown(text, growth)
 
     @property
     def nbytes(self) -> int:
-        return len(self.text) + self.ids.nbytes + self.ends.nbytes + _STATE_OVERHEAD
+        arrays = self.growth.nbytes if self.growth else self.ids.nbytes + self.ends.nbytes
+        return len(self.text) + arrays + _STATE_OVERHEAD
 
 
 def anchors(text: bytes) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ class Prompt:
     """What is sent upstream: ``ids_json`` is ``b"1,2,3"``; ``text`` the rendered transcript,
     sent instead of ids only when the startup alignment check failed (``as_text``)."""
 
-    ids_json: bytes
+    ids_json: bytes | memoryview
     n_ids: int
     text: str
     as_text: bool = False

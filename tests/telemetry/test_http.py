@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.main import create_app
+from app.tokenization.growable import Growable
 from app.tokenization.ids_json import IdsJson
 from app.tokenization.pieces import PieceEncoder
 from app.tokenization.reference import IdArray
@@ -77,13 +78,12 @@ def corrupt_one_id(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fault in repair: the assembled ids get one wrong id in the middle."""
     assemble = Repairer.assemble
 
-    def faulty(
-        self: Repairer, old: SessionState, new: bytes, plan: Plan
-    ) -> tuple[IdArray, Any, None]:
-        ids, ends, _ = assemble(self, old, new, plan)
-        ids = ids.copy()
+    def faulty(self: Repairer, old: SessionState, new: bytes, plan: Plan) -> tuple[Any, None]:
+        state, _ = assemble(self, old, new, plan)
+        ids = state.ids.copy()
         ids[len(ids) // 2] = 100 if ids[len(ids) // 2] != 100 else 101
-        return ids, ends, None  # nothing claimed copied: the id JSON is made from these ids
+        # Nothing claimed copied: the id JSON is made from these ids.
+        return SessionState.grown(new, Growable.of((ids, state.ends))), None
 
     monkeypatch.setattr(Repairer, "assemble", faulty)
 
@@ -125,7 +125,10 @@ def test_the_id_json_sent_upstream_is_what_is_checked(
         out = spliced(self, ids, copied)
         cut = int(out.ends[len(ids) // 2])
         digit = b"1" if out.text[cut - 1 : cut] != b"1" else b"2"
-        return IdsJson(out.ids, out.text[: cut - 1] + digit + out.text[cut:], out.ends)
+        text = out.text[: cut - 1].tobytes() + digit + out.text[cut:].tobytes()
+        return IdsJson(
+            out.ids, Growable.of((np.frombuffer(text, np.uint8),)), Growable.of((out.ends,))
+        )
 
     monkeypatch.setattr(IdsJson, "spliced", faulty)
     with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=tmp_path) as (_, client, stub):

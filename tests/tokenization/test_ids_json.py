@@ -21,7 +21,8 @@ def _ids(values: list[int]) -> np.ndarray:
 def _check(result: IdsJson, values: list[int]) -> None:
     assert json.loads(b"[" + result.text + b"]") == values
     starts = [0, *(int(e) + 1 for e in result.ends[:-1])][: len(values)]
-    assert [int(result.text[s:e]) for s, e in zip(starts, result.ends, strict=True)] == values
+    text = bytes(result.text)
+    assert [int(text[s:e]) for s, e in zip(starts, result.ends, strict=True)] == values
 
 
 @given(id_lists)
@@ -64,9 +65,23 @@ def test_splice_of_copied_runs_equals_fresh(
 def test_cache_over_a_growing_session(calls: list[list[int]]) -> None:
     cache = IdsJsonCache(max_bytes=1 << 20)
     values: list[int] = []
+    made = []
     for k, extra in enumerate(calls):
         values = (values[1:] if k % 3 == 2 else values) + extra
-        _check(cache.json_for("t/s", _ids(values)), values)
+        made.append((cache.json_for("t/s", _ids(values)), values))
+        for result, expected in made:  # JSON handed out never changes as later calls grow it
+            _check(result, expected)
+
+
+def test_a_splice_that_keeps_the_start_writes_only_what_follows() -> None:
+    old_ids = _ids(list(range(1000)))
+    old = IdsJson.of(old_ids)
+    before = bytes(old.text)
+    # The last id is written again (as repair re-encodes a few before its cut): in place.
+    new = old.spliced(_ids([*range(1000), 5, 6]), CopiedIds(old_ids, ((0, 999, 0),)))
+    _check(new, [*range(1000), 5, 6])
+    assert np.shares_memory(np.frombuffer(new.text, np.uint8), np.frombuffer(old.text, np.uint8))
+    assert bytes(old.text) == before
 
 
 def test_cache_evicts_to_its_budget() -> None:

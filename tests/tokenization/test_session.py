@@ -265,3 +265,18 @@ def test_last_end_is_the_text_end_when_normalization_composes(
     ids, ends = ReferenceEncoder(reference("qwen3")).encode(text)
     assert list(ids) == _ids(reference("qwen3"), text)
     assert int(ends[-1]) == len(text.encode()) and bool((np.diff(ends) >= 0).all())
+
+
+def test_appends_grow_the_stored_arrays_in_place(
+    session_tokenizers: dict[str, SessionTokenizer], reference: Callable[[str], Tokenizer]
+) -> None:
+    tok, ref = session_tokenizers["qwen3"], reference("qwen3")
+    text = "<|im_start|>user\nhello world, " * 40 + "<|im_end|>\n<|im_start|>assistant\n"
+    first = tok.encode(text, session="t/grows")
+    before = first.ids.copy()
+    for more in ("Hi there", ", how can I", " help you today"):
+        text += more
+        grown = tok.encode(text, session="t/grows")
+        assert grown.route == "append" and np.shares_memory(grown.ids, first.ids)
+        assert grown.ids.tolist() == _ids(ref, text) and not grown.ids.flags.writeable
+    assert np.array_equal(first.ids, before)  # the earlier call's ids never change
