@@ -130,6 +130,11 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         type=float,
         help="fraction of requests re-encoded by the background shadow verifier (default 0.05)",
     )
+    add(
+        "--shadow-cpu",
+        type=float,
+        help="share of one core the shadow verifier uses at most, on average (default 0.25)",
+    )
     add("--shadow-queue", type=int, help="pending shadow checks before dropping (default 64)")
     add(
         "--shadow-repro-dir",
@@ -178,6 +183,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "client_timeout",
             "trace_ring",
             "shadow_rate",
+            "shadow_cpu",
             "shadow_queue",
             "shadow_repro_dir",
             "admin_key",

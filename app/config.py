@@ -97,6 +97,10 @@ class Settings:
     """Recent requests kept for /debug/traces."""
     shadow_rate: float = 0.05
     """Fraction of requests whose ids the shadow verifier re-encodes in the background."""
+    shadow_cpu: float = 0.25
+    """Share of one core the shadow verifier uses at most, on average: after a check of t
+    seconds it rests t * (1 / shadow_cpu - 1), so on a small machine its full re-encodes of
+    large prompts do not take the request path's cores (1: no rest)."""
     shadow_queue: int = 64
     """Pending shadow checks; requests sampled while it is full are dropped (and counted)."""
     shadow_repro_dir: Path = Path("toksplice-repro")
@@ -162,6 +166,8 @@ class Settings:
             raise ValueError("shadow_rate must be between 0 and 1")
         if self.gpu_cold_start < 0:
             raise ValueError("gpu_cold_start must be 0 (off) or a byte count")
+        if not 0.0 < self.shadow_cpu <= 1.0:
+            raise ValueError("shadow_cpu must be above 0 and at most 1")
         if self.shadow_queue < 1 or self.trace_ring < 1:
             raise ValueError("shadow_queue and trace_ring must be at least 1")
 
@@ -179,7 +185,7 @@ def _convert(name: str, raw: str) -> Any:
         "gpu_cold_start",
     ):
         return int(raw)
-    if name in ("store_ttl", "redis_timeout", "client_timeout", "shadow_rate"):
+    if name in ("store_ttl", "redis_timeout", "client_timeout", "shadow_rate", "shadow_cpu"):
         return float(raw)
     if name in (
         "reasoning",

@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     *serve_args(upstream, folder, MODEL, proxy_port, "--store", args.store),
                 ],
                 proxy + "/health",
-                env={"TOKSPLICE_SHADOW_RATE": str(args.shadow_rate)},
+                env={"TOKSPLICE_SHADOW_RATE": str(args.shadow_rate), "TOKSPLICE_SHADOW_CPU": "1"},
             )
         )
         elapsed = asyncio.run(

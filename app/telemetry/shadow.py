@@ -3,10 +3,11 @@
 ``offer`` (on the request path) costs one random draw, and for a sampled request one
 non-blocking put on a bounded queue: when the queue is full the check is dropped and counted,
 never waited for.  A worker thread computes the ids the prompt must have (``oracle``) and
-compares.  On a divergence: the metric, one structured log line (no content), a reproduction
-written to ``shadow_repro_dir`` (it holds the prompt text), the session's stored state
-forgotten so its next call encodes in full, and with ``shadow_disable_on_divergence`` repair
-switched off for the tokenizer until restart.
+compares, resting between checks so that it uses at most ``shadow_cpu`` of a core.  On a
+divergence: the metric, one structured log line (no content), a reproduction written to
+``shadow_repro_dir`` (it holds the prompt text), the session's stored state forgotten so its
+next call encodes in full, and with ``shadow_disable_on_divergence`` repair switched off for
+the tokenizer until restart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +56,14 @@ class ShadowJob:
 
 
 class ShadowVerifier:
-    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+    def __init__(
+        self, settings: Settings, metrics: Metrics, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        """``clock`` times the checks (for the rests between them)."""
+        self._clock = clock
         self._rate = settings.shadow_rate
+        self._rest_per_busy = 1 / settings.shadow_cpu - 1
+        self._closing = threading.Event()
         self._repro_dir = settings.shadow_repro_dir
         self._disable_on_divergence = settings.shadow_disable_on_divergence
         self._metrics = metrics
@@ -92,15 +100,18 @@ class ShadowVerifier:
     def close(self) -> None:
         """Finishes the checks already queued, then stops the worker."""
         if self._worker.is_alive():
+            self._closing.set()  # no more rests: finish the queue
             self._jobs.put(None)
             self._worker.join(timeout=30)
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
+            started = self._clock()
             try:
                 self._check(job)
             except Exception:
                 log.exception("shadow check failed")
+            self._closing.wait((self._clock() - started) * self._rest_per_busy)
 
     def _check(self, job: ShadowJob) -> None:
         reference = job.tokenizer.reference.tokenizer

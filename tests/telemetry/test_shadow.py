@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -25,7 +26,8 @@ FAMILIES = ["qwen3", "llama3", "o200k", "smollm2"]
 
 def verifier(tmp_path: Path, **options: object) -> tuple[ShadowVerifier, Metrics]:
     metrics = Metrics()
-    config = Settings(**{"shadow_rate": 1.0, "shadow_repro_dir": tmp_path / "repro", **options})
+    defaults = {"shadow_rate": 1.0, "shadow_cpu": 1.0, "shadow_repro_dir": tmp_path / "repro"}
+    config = Settings(**{**defaults, **options})
     return ShadowVerifier(config, metrics), metrics
 
 
@@ -153,3 +155,34 @@ def test_sampling_follows_the_rate(assets: dict[str, Path], tmp_path: Path) -> N
         shadow.offer(tok, "t/r", "hi", encoding, None)
     shadow.close()
     assert 120 <= count(metrics, "toksplice_shadow_checks_total") <= 280  # 200 expected
+
+
+def test_the_worker_rests_in_proportion_to_its_checks(
+    assets: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``shadow_cpu`` 0.25 a check of t seconds is followed by a rest of 3t."""
+    tok = SessionTokenizer.from_file(assets["smollm2"])
+    clock = iter([10.0, 12.0, 20.0, 20.5])  # two checks: 2 s and 0.5 s
+    metrics = Metrics()
+    settings = Settings(shadow_rate=1.0, shadow_cpu=0.25, shadow_repro_dir=tmp_path / "repro")
+    shadow = ShadowVerifier(settings, metrics, clock=lambda: next(clock))
+    rests: list[float] = []
+    monkeypatch.setattr(shadow, "_closing", SimpleNamespace(wait=rests.append, set=lambda: None))
+    encoding = tok.encode("hello world", session="t/c")
+    shadow.offer(tok, "t/c", "hello world", encoding, None)
+    shadow.offer(tok, "t/c", "hello world", encoding, None)
+    shadow.close()
+    assert count(metrics, "toksplice_shadow_checks_total") == 2
+    assert rests == [6.0, 1.5]
+
+
+def test_close_finishes_the_queue_without_resting(assets: dict[str, Path], tmp_path: Path) -> None:
+    """A verifier that would rest a thousand times each check's length still finishes what
+    is queued as soon as it is closed."""
+    tok = SessionTokenizer.from_file(assets["smollm2"])
+    shadow, metrics = verifier(tmp_path, shadow_cpu=0.001, shadow_queue=64)
+    encoding = tok.encode("hello world " * 200, session="t/d")
+    for _ in range(5):
+        shadow.offer(tok, "t/d", "hello world " * 200, encoding, None)
+    shadow.close()
+    assert count(metrics, "toksplice_shadow_checks_total") == 5
