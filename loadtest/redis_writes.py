@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterable
 from pathlib import Path
 
 import redis
@@ -31,31 +32,31 @@ sys.path.insert(0, str(ROOT))
 from app import assets  # noqa: E402
 from app.tokenization import SessionTokenizer  # noqa: E402
 from app.tokenization.redis_store import RedisStore  # noqa: E402
-from app.tokenization.store import MemoryStore, SessionKey, SessionState  # noqa: E402
+from app.tokenization.store import MemoryStore, SessionState  # noqa: E402
 from app.tokenization.store_entry import fingerprint  # noqa: E402
 from loadtest.agent_sessions import MARKUPS, session_calls  # noqa: E402
 
 
-def session_states(
-    seed: int, chars: int, span: int, billing: bool
-) -> tuple[SessionKey, list[SessionState]]:
-    """The stored states of one session's last ``span + 1`` calls up to ``chars`` + span."""
-    tok = SessionTokenizer.from_file(assets.fetch()["qwen3"], store=MemoryStore(1 << 30))
-    calls = list(
-        session_calls(
-            seed, MARKUPS["qwen3"], target_chars=chars + span * 5000, billing_line=billing
-        )
-    )
-    start = next(k for k, text in enumerate(calls) if len(text) >= chars)
-    key: SessionKey = ("bench", f"s:bench/{seed}")
+def stored_states(tokenizer: Path, texts: Iterable[str]) -> list[SessionState]:
+    """The states a session tokenizer stores for successive calls of one session."""
+    store = MemoryStore(1 << 30)
+    tok = SessionTokenizer.from_file(tokenizer, store=store)
     states = []
-    assert len(calls) > start + span, "the session ended early: a smaller --span"
-    for text in calls[start : start + span + 1]:
-        tok.encode(text, session=f"bench/{seed}")
-        state = tok.store.get(key)
+    for text in texts:
+        tok.encode(text, session="t/s")
+        state = store.get(("t", "s:t/s"))
         assert state is not None
         states.append(state)
-    return key, states
+    return states
+
+
+def session_states(seed: int, chars: int, span: int, billing: bool) -> list[SessionState]:
+    """The stored states of one session's ``span + 1`` calls from ``chars`` characters on."""
+    target = chars + span * 5000
+    calls = list(session_calls(seed, MARKUPS["qwen3"], target_chars=target, billing_line=billing))
+    start = next(k for k, text in enumerate(calls) if len(text) >= chars)
+    assert len(calls) > start + span, "the session ended early: a smaller --span"
+    return stored_states(assets.fetch()["qwen3"], calls[start : start + span + 1])
 
 
 def thread_cpu_s(native_id: int) -> float:
@@ -82,7 +83,8 @@ def main() -> None:
     args = parser.parse_args()
 
     sessions = [
-        session_states(s, args.chars, args.span, args.billing) for s in range(args.sessions)
+        (("bench", f"s:{s}"), session_states(s, args.chars, args.span, args.billing))
+        for s in range(args.sessions)
     ]
     client = redis.Redis.from_url(args.store)
     client.flushdb()
