@@ -157,11 +157,11 @@ class RedisStore:
         return state
 
     def put(self, key: SessionKey, state: SessionState) -> None:
-        self.local.put(key, state)
         if state.nbytes > self.local.max_bytes:
             self._count("refused_oversize")  # as the local tier: over the whole budget
-            return
-        self._queue(key, state)
+        else:
+            self._queue(key, state)  # first: it pins the head before the local tier lets go
+        self.local.put(key, state)
 
     def drop(self, key: SessionKey) -> None:
         self.local.drop(key)
