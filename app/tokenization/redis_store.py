@@ -91,6 +91,15 @@ class _Head:
     delta_bytes: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    version: int
+    state: SessionState | None
+    """None deletes the session."""
+    parent: SessionState | None
+    """The session's head when queued, kept alive for the delta."""
+
+
 class RedisStore:
     """A ``SessionStore``: local LRU tier + Redis, degrading to the local tier on any error."""
 
@@ -276,7 +285,7 @@ class RedisStore:
         head (or not the pinned parent), a chain long or heavy enough, or another head stored."""
         with self._lock:
             head = self._heads.get(key)
-        if head is None or head.deltas >= _MAX_DELTAS or parent is None:
+        if parent is None or head is None or head.deltas >= _MAX_DELTAS:
             return False
         if head.state() is not parent:
             return False
@@ -325,15 +334,6 @@ class RedisStore:
     def _count(self, name: str) -> None:
         with self._lock:
             self._counts[name] += 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    version: int
-    state: SessionState | None
-    """None deletes the session."""
-    parent: SessionState | None
-    """The session's head when queued, kept alive for the delta."""
 
 
 _SWEEP_MIN = 1024
