@@ -4,17 +4,22 @@ Replicas behind a load balancer share sessions this way: a call that lands on an
 than the session's previous one finds the state in Redis and repairs from it instead of
 encoding the whole transcript.
 
-* **Reads** go to the local tier first; only a local miss asks Redis (one ``HGET``), and a
-  good entry is kept locally.  Whatever comes back is decoded by ``store_entry.decode``, which
-  turns anything truncated, corrupt or written for another tokenizer into a miss; the diff then
-  byte-verifies the stored text against the new one before any id is reused.
+* **Reads** go to the local tier first; only a local miss asks Redis (one ``HGETALL``), and a
+  good entry is kept locally.  Whatever comes back is decoded by ``store_delta.decode_chain``,
+  which turns anything truncated, corrupt, unlinked or written for another tokenizer into a
+  miss; the diff then byte-verifies the stored text against the new one before any id is
+  reused.
 * **Writes** are write-behind: ``put`` updates the local tier and queues the state; one writer
-  thread encodes it and stores it with a Lua script that keeps the entry only if its version
-  (the encode's wall-clock time in ns) is newer than the stored one, and sets the TTL.  So the
-  request path never waits on Redis for a write, a queued write is coalesced with the next one
-  of the same session, and two replicas writing one session leave the newer encode, each entry
-  being exact for its own text.  Pending writes are bounded in bytes; past that the oldest is
-  dropped (counted).
+  thread stores it.  An entry is a hash: ``e`` a base entry (``store_entry``), ``d1``..``dn``
+  delta records (``store_delta``), ``h`` the chain digest of the last state, ``v`` its version
+  (the encode's wall-clock time in ns).  When the writer still has the state it last stored
+  for the session, it sends only a delta against it, appended by a Lua script if ``h`` is
+  still that state's digest (else another writer, an eviction or a restart replaced it: the
+  state is written whole instead).  A new base replaces the hash once the deltas would
+  outweigh it or number ``_MAX_DELTAS``.  Both scripts keep a write only if its version is
+  newer than the stored one, and set the TTL: a queued write is coalesced with the next one of
+  the same session, and two replicas writing one session leave the newer encode.  Pending
+  writes are bounded in bytes; past that the oldest is dropped (counted).
 * **Faults**: every Redis error (refused, timeout, reset, bad reply) is counted and opens a
   short breaker during which Redis is not asked at all: the proxy serves from the local tier
   or encodes in full, with exact ids and no error to the client.  Sockets time out quickly
@@ -27,23 +32,72 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import Counter, OrderedDict
+from dataclasses import dataclass
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from app.tokenization import store_entry
+from app.tokenization import store_delta, store_entry
 from app.tokenization.store import MemoryStore, SessionKey, SessionState
 
-_KEEP_NEWER = """
+_IF_STALE_RETURN_0 = """
 local stored = redis.call('HGET', KEYS[1], 'v')
-if stored and tonumber(stored) >= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[1], 'e', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if stored and (#stored > #ARGV[1] or (#stored == #ARGV[1] and stored >= ARGV[1])) then
+  return 0
+end
+"""
+"""Keep only newer writes.  Versions are decimal ns, compared exactly as strings of digits
+(a Lua number has 53 bits)."""
+
+_WRITE_BASE = (
+    _IF_STALE_RETURN_0
+    + """
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'h', ARGV[2], 'n', 0, 'e', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 """
-"""Store the entry (field e) only if its version (field v) is newer; refresh the TTL."""
+)
+"""Replace the session's entry with a base (ARGV: version, digest, entry, TTL ms)."""
+
+_APPEND_DELTA = (
+    _IF_STALE_RETURN_0
+    + """
+if redis.call('HGET', KEYS[1], 'h') ~= ARGV[2] then return -1 end
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'h', ARGV[3], 'd' .. n, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+)
+"""Append a delta if the stored state is its parent (ARGV: version, parent digest, digest,
+record, TTL ms): 0 when a newer version is stored, -1 when the parent is not."""
+
+_MAX_DELTAS = 32
+"""Records a read applies at most (each one rebuilds the state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What this process last stored (or read) for a session: the state, its chain digest, and
+    the records written since the base.  Weak: a state the local tier evicted is not kept."""
+
+    state: weakref.ref[SessionState]
+    digest: bytes
+    deltas: int = 0
+    delta_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    version: int
+    state: SessionState | None
+    """None deletes the session."""
+    parent: SessionState | None
+    """The session's head when queued, kept alive for the delta."""
 
 
 class RedisStore:
@@ -74,9 +128,12 @@ class RedisStore:
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
         )
-        self._keep_newer = self._redis.register_script(_KEEP_NEWER)
+        self._write_base = self._redis.register_script(_WRITE_BASE)
+        self._append_delta = self._redis.register_script(_APPEND_DELTA)
         self._lock = threading.Condition()
-        self._pending: OrderedDict[SessionKey, tuple[int, SessionState | None]] = OrderedDict()
+        self._pending: OrderedDict[SessionKey, _Pending] = OrderedDict()
+        self._heads: dict[SessionKey, _Head] = {}
+        self._sweep_at = _SWEEP_MIN
         self._pending_bytes = 0
         self._open_until = 0.0
         self._closing = False
@@ -90,27 +147,30 @@ class RedisStore:
         if state is not None or not self._available():
             return state
         try:
-            entry = self._redis.hget(self._key(key), "e")
+            fields: dict[bytes, bytes] = self._redis.hgetall(self._key(key))  # type: ignore[assignment]
         except redis.RedisError:
             self._failed()
             return None
-        if entry is None:
+        if not fields:
             self._count("misses")
             return None
-        state = store_entry.decode(entry, self._tokenizer)  # type: ignore[arg-type]
-        if state is None:
+        found = self._decode(fields)
+        if found is None:
             self._count("rejected")
             return None
-        self._count("hits")
+        state, head = found
+        with self._lock:
+            self._counts["hits"] += 1
+            self._remember(key, head)
         self.local.put(key, state)
         return state
 
     def put(self, key: SessionKey, state: SessionState) -> None:
-        self.local.put(key, state)
         if state.nbytes > self.local.max_bytes:
             self._count("refused_oversize")  # as the local tier: over the whole budget
-            return
-        self._queue(key, state)
+        else:
+            self._queue(key, state)  # first: it pins the head before the local tier lets go
+        self.local.put(key, state)
 
     def drop(self, key: SessionKey) -> None:
         self.local.drop(key)
@@ -145,19 +205,36 @@ class RedisStore:
         self._writer.join(timeout=5)
         self._redis.close()
 
+    def _decode(self, fields: dict[bytes, bytes]) -> tuple[SessionState, _Head] | None:
+        """The state of an entry's fields, if it is exactly what the writers stored."""
+        try:
+            count = int(fields[b"n"])
+            base, head = fields[b"e"], fields[b"h"]
+            records = [fields[b"d%d" % k] for k in range(1, count + 1)]
+        except (KeyError, ValueError):
+            return None
+        if len(fields) != 4 + count:  # v, h, n, e and the records
+            return None
+        state = store_delta.decode_chain(base, records, head, self._tokenizer)
+        if state is None:
+            return None
+        return state, _Head(weakref.ref(state), head, count, sum(map(len, records)))
+
     def _queue(self, key: SessionKey, state: SessionState | None) -> None:
         version = time.time_ns()
-        size = state.nbytes if state is not None else 0
         with self._lock:
             old = self._pending.pop(key, None)
             if old is not None:
-                self._pending_bytes -= _size(old[1])
+                self._pending_bytes -= _size(old.state)
                 self._counts["coalesced"] += 1
-            self._pending[key] = (version, state)
-            self._pending_bytes += size
+            head = self._heads.get(key)
+            # The state a delta would apply to must outlive the local tier's copy until then.
+            parent = head.state() if head is not None else None
+            self._pending[key] = _Pending(version, state, parent)
+            self._pending_bytes += _size(state)
             while self._pending_bytes > self._pending_max and len(self._pending) > 1:
-                _, (_, dropped) = self._pending.popitem(last=False)
-                self._pending_bytes -= _size(dropped)
+                _, dropped = self._pending.popitem(last=False)
+                self._pending_bytes -= _size(dropped.state)
                 self._counts["writes_dropped"] += 1
             self._lock.notify_all()
 
@@ -168,29 +245,79 @@ class RedisStore:
                     self._lock.wait()
                 if self._closing:
                     return
-                key, (version, state) = self._pending.popitem(last=False)
-                self._pending_bytes -= _size(state)
+                key, pending = self._pending.popitem(last=False)
+                self._pending_bytes -= _size(pending.state)
                 self._writing = True
             try:
-                self._write(key, version, state)
+                self._write(key, pending)
             finally:
                 with self._lock:
                     self._writing = False
                     self._lock.notify_all()
 
-    def _write(self, key: SessionKey, version: int, state: SessionState | None) -> None:
+    def _write(self, key: SessionKey, pending: _Pending) -> None:
         if not self._available():
             self._count("writes_skipped")
             return
+        name, version = self._key(key), str(pending.version)
         try:
-            if state is None:
-                self._redis.delete(self._key(key))
-            else:
-                entry = store_entry.encode(state, self._tokenizer)
-                kept = self._keep_newer(keys=[self._key(key)], args=[version, entry, self._ttl_ms])
-                self._count("writes" if kept else "writes_superseded")
+            if pending.state is None:
+                self._redis.delete(name)
+                with self._lock:
+                    self._heads.pop(key, None)
+            elif not self._write_delta(key, name, version, pending.state, pending.parent):
+                entry = store_entry.encode(pending.state, self._tokenizer)
+                digest = store_entry.digest(entry)
+                kept = self._write_base(keys=[name], args=(version, digest, entry, self._ttl_ms))
+                self._wrote(key, kept, _Head(weakref.ref(pending.state), digest), delta=False)
         except redis.RedisError:
             self._failed()
+
+    def _write_delta(
+        self,
+        key: SessionKey,
+        name: bytes,
+        version: str,
+        state: SessionState,
+        parent: SessionState | None,
+    ) -> bool:
+        """Append a delta against the session's head; False when a base is due instead: no
+        head (or not the pinned parent), a chain long or heavy enough, or another head stored."""
+        with self._lock:
+            head = self._heads.get(key)
+        if parent is None or head is None or head.deltas >= _MAX_DELTAS:
+            return False
+        if head.state() is not parent:
+            return False
+        record = store_delta.encode(parent, head.digest, state)
+        size = head.delta_bytes + len(record)
+        if size > _full_size(state):
+            return False
+        digest = store_delta.digest(record)
+        args = (version, head.digest, digest, record, self._ttl_ms)
+        kept = self._append_delta(keys=[name], args=args)
+        if kept == -1:
+            self._count("rebased")
+            return False
+        self._wrote(key, kept, _Head(weakref.ref(state), digest, head.deltas + 1, size), delta=True)
+        return True
+
+    def _wrote(self, key: SessionKey, kept: int, head: _Head, *, delta: bool) -> None:
+        with self._lock:
+            if kept:
+                self._counts["writes"] += 1
+                self._counts["deltas"] += delta
+                self._remember(key, head)
+            else:
+                self._counts["writes_superseded"] += 1
+
+    def _remember(self, key: SessionKey, head: _Head) -> None:
+        """Record a session's head (lock held); now and then forget those whose state died."""
+        self._heads[key] = head
+        if len(self._heads) >= self._sweep_at:
+            for dead in [k for k, h in self._heads.items() if h.state() is None]:
+                del self._heads[dead]
+            self._sweep_at = max(_SWEEP_MIN, 2 * len(self._heads))
 
     def _key(self, key: SessionKey) -> bytes:
         tenant, session = key
@@ -209,5 +336,13 @@ class RedisStore:
             self._counts[name] += 1
 
 
+_SWEEP_MIN = 1024
+
+
 def _size(state: SessionState | None) -> int:
     return 0 if state is None else state.nbytes
+
+
+def _full_size(state: SessionState) -> int:
+    """About a base entry's size: the most a chain's records may add up to before a new base."""
+    return len(state.text) + 6 * len(state.ids)

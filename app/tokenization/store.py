@@ -34,7 +34,7 @@ _MAX_CANDIDATES = 8
 _STATE_OVERHEAD = 256
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SessionState:
     """One transcript as last encoded: ``ids[i]`` covers bytes up to ``ends[i]`` of ``text``."""
 

@@ -52,7 +52,7 @@ def encode(state: SessionState, tokenizer: bytes) -> bytes:
     ends = lengths.astype("<u2") if short else state.ends.astype("<i4", copy=False)
     head = _HEAD.pack(MAGIC, FORMAT, _SHORT_ENDS if short else 0, 0, n, len(state.text), tokenizer)
     body = (state.text, state.ids.astype("<i4", copy=False).tobytes(), ends.tobytes())
-    return b"".join((head, _digest(head, body), *body))
+    return b"".join((head, checksum(head, body), *body))
 
 
 def decode(entry: bytes, tokenizer: bytes) -> SessionState | None:
@@ -69,7 +69,7 @@ def decode(entry: bytes, tokenizer: bytes) -> SessionState | None:
         return None
     view = memoryview(entry)
     body = (view[HEADER_BYTES:ids_at], view[ids_at:ends_at], view[ends_at:])
-    if _digest(view[: _HEAD.size], body) != entry[_HEAD.size : HEADER_BYTES]:
+    if checksum(view[: _HEAD.size], body) != entry[_HEAD.size : HEADER_BYTES]:
         return None
     ids = np.frombuffer(entry, dtype="<i4", count=n, offset=ids_at).astype(np.int32)
     if short:
@@ -86,7 +86,13 @@ def decode(entry: bytes, tokenizer: bytes) -> SessionState | None:
     return SessionState(text=bytes(body[0]), ids=ids, ends=ends)
 
 
-def _digest(head: bytes | memoryview, body: tuple[bytes | memoryview, ...]) -> bytes:
+def digest(entry: bytes) -> bytes:
+    """The entry's digest: the chain digest of its state (trusted once ``decode`` accepted it)."""
+    return entry[_HEAD.size : HEADER_BYTES]
+
+
+def checksum(head: bytes | memoryview, body: tuple[bytes | memoryview, ...]) -> bytes:
+    """blake2b-128 of ``head`` and then each part of ``body``."""
     h = hashlib.blake2b(head, digest_size=_DIGEST)
     for part in body:
         h.update(part)

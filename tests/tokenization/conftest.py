@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from app.tokenization.incremental_bpe import IncrementalBPE
+from app.tokenization.redis_store import RedisStore
+from app.tokenization.store import MemoryStore
+from tests.services import RedisServer
+from tests.tokenization.stored_states import FINGERPRINT
 
 
 @pytest.fixture(scope="session")
@@ -18,3 +22,19 @@ def incremental_bpe(
     """``name -> IncrementalBPE`` for the assets, tables built once per test session."""
     cache = tmp_path_factory.mktemp("ibpe-cache")
     return functools.cache(lambda name: IncrementalBPE.from_file(assets[name], cache_dir=cache))
+
+
+@pytest.fixture
+def make_store(redis_server: RedisServer) -> Iterator[Callable[..., RedisStore]]:
+    """``make(url=the test server, **options) -> RedisStore``, all closed after the test."""
+    made: list[RedisStore] = []
+
+    def make(url: str = redis_server.url, **options: object) -> RedisStore:
+        options = {"tokenizer": FINGERPRINT, "local": MemoryStore(64 << 20), **options}
+        store = RedisStore(url, **options)  # type: ignore[arg-type]
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()

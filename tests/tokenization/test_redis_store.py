@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,44 +17,11 @@ from tokenizers import Tokenizer
 
 from app.tokenization import SessionTokenizer, store_entry
 from app.tokenization.redis_store import RedisStore
-from app.tokenization.reference import ReferenceEncoder
 from app.tokenization.store import MemoryStore, SessionState
 from loadtest.agent_sessions import MARKUPS, session_calls
 from tests.adversarial import grown_texts
 from tests.services import RedisServer, free_port
-
-FINGERPRINT = b"\x01" * 8
-
-
-def state_of(ref: Tokenizer, text: str) -> SessionState:
-    """The reference encode of ``text`` as a stored state (ends in UTF-8 bytes)."""
-    ids, ends = ReferenceEncoder(ref).encode(text)
-    return SessionState(text=text.encode(), ids=ids, ends=ends)
-
-
-def same(a: SessionState | None, b: SessionState) -> bool:
-    return (
-        a is not None
-        and a.text == b.text
-        and np.array_equal(a.ids, b.ids)
-        and np.array_equal(a.ends, b.ends)
-    )
-
-
-@pytest.fixture
-def make_store(redis_server: RedisServer) -> Iterator[Callable[..., RedisStore]]:
-    made: list[RedisStore] = []
-
-    def make(url: str = redis_server.url, **options: object) -> RedisStore:
-        options = {"tokenizer": FINGERPRINT, "local": MemoryStore(64 << 20), **options}
-        store = RedisStore(url, **options)  # type: ignore[arg-type]
-        made.append(store)
-        return store
-
-    yield make
-    for store in made:
-        store.close()
-
+from tests.tokenization.stored_states import FINGERPRINT, same, state_of
 
 # --- the entry format ----------------------------------------------------------------
 
