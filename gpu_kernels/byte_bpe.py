@@ -11,6 +11,7 @@ advance together, which is what a GPU thread (or warp) per piece does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -55,7 +56,6 @@ class MergeTable:
             raise ValueError("only plain byte-level BPE is supported")
         symbol = bytes_to_unicode()
         self.byte_ids = np.asarray([vocab[symbol[b]] for b in range(256)], dtype=np.int32)
-        self._to_symbols = str.maketrans({chr(b): symbol[b] for b in range(256)})
         self._to_bytes = {char: byte for byte, char in symbol.items()}
         self.ignore_merges = bool(model.get("ignore_merges", False))
         self._vocab = vocab
@@ -72,9 +72,7 @@ class MergeTable:
 
     def whole_word(self, piece: bytes) -> int | None:
         """The piece's own id when ``ignore_merges`` looks it up before merging, else None."""
-        if not self.ignore_merges:
-            return None
-        return self._vocab.get(piece.decode("latin-1").translate(self._to_symbols))
+        return self.words.get(piece) if self.ignore_merges else None
 
     def pair_slots(self) -> PairSlots:
         """The merges (``pair_keys`` and friends) as the device's hash table."""
@@ -92,6 +90,7 @@ class MergeTable:
             merged[slot] = self.pair_merged[entry]
         return PairSlots(keys, ranks, merged, shift, mask)
 
+    @functools.cached_property
     def words(self) -> dict[bytes, int]:
         """The vocabulary as byte strings (entries with a non-byte-level symbol left out)."""
         out: dict[bytes, int] = {}

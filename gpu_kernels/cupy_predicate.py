@@ -17,8 +17,6 @@ from gpu_kernels.char_classes import ClassCodes, N
 from gpu_kernels.piece_starts import DIGITS_PER_PIECE, Flags
 from gpu_kernels.run_scans import gpt2_whitespace_starts, run_offsets, whitespace_starts
 
-DEVICE_FAMILIES = (*DIGITS_PER_PIECE, "gpt2")
-
 
 def device_starts(backend: Backend, family: str, classes: Any, folds: Any) -> Any:
     """Piece-start flags of device class and fold codes (``folds`` exact for GPT-2, see

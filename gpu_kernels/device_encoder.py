@@ -19,9 +19,9 @@ from gpu_kernels.backend import Backend, default_backend, per_item
 from gpu_kernels.byte_bpe import IdArray
 from gpu_kernels.char_classes import BLOCKS, ClassTable
 from gpu_kernels.cupy_bpe import DeviceMerges
-from gpu_kernels.cupy_predicate import DEVICE_FAMILIES, device_starts
+from gpu_kernels.cupy_predicate import device_starts
 from gpu_kernels.payload import Payload, nfc_windows, windows_normalized
-from gpu_kernels.plan import EncoderPlan, UnsupportedTokenizer
+from gpu_kernels.plan import EncoderPlan
 from gpu_kernels.whole_words import WholeWords
 
 LONGEST_PIECE = 8192
@@ -41,14 +41,12 @@ class DeviceEncoder:
         backend: Backend | None = None,
     ) -> None:
         """``backend`` defaults to the GPU (CuPy); tests pass a host build of the kernels."""
-        self.plan = EncoderPlan(tokenizer, classes)
-        if self.plan.family not in DEVICE_FAMILIES:
-            raise UnsupportedTokenizer(f"no device predicate for family {self.plan.family!r}")
+        self.plan = EncoderPlan(tokenizer, classes)  # refuses families without predicates
         self._backend = default_backend(backend)
         xp = self._backend.xp
         merges = self.plan.merges
         self._merges = DeviceMerges(self._backend, merges)
-        words = WholeWords(merges.words() if merges.ignore_merges else {})
+        words = WholeWords(merges.words if merges.ignore_merges else {})
         self._words = (
             xp.asarray(words.slots), np.int64(words.mask), xp.asarray(words.bytes),
             xp.asarray(words.at), xp.asarray(words.ids), np.int64(words.max_len),
@@ -71,14 +69,14 @@ class DeviceEncoder:
     def _encode(self, text: str, *, utf8: bytes | None, unchanged_only: bool) -> IdArray | None:
         if not text:
             return np.zeros(0, dtype=np.int32)
-        payload = self.plan.split.payload(text, utf8=utf8)
-        decoded = self._decoded(payload)
-        if decoded is None:  # not in NFC after all (or not provably): normalize
-            payload = self.plan.split.payload(text, utf8=utf8, normalize_all=True)
+        for normalize_all in (False, True):  # the second when NFC did not hold after all
+            payload = self.plan.split.payload(text, utf8=utf8, normalize_all=normalize_all)
+            if unchanged_only and payload.rewritten:
+                return None
             decoded = self._decoded(payload)
-            assert decoded is not None
-        if unchanged_only and payload.rewritten:
-            return None
+            if decoded is not None:
+                break
+        assert decoded is not None
         data, char_at, classes, folds = decoded
         backend, xp = self._backend, self._backend.xp
         size = len(payload.data)

@@ -74,7 +74,6 @@ class ReferenceEncoder:
         ends = np.maximum(ends, np.append(starts[1:], len(text.encode("utf-8"))))
         return ids, np.ascontiguousarray(ends, dtype=np.int32)
 
-
     def ends_from_lengths(self, ids: IdArray, text_bytes: int) -> OffsetArray | None:
         """Each token's end from the tokens' byte lengths, when those add up to the text's
         ``text_bytes`` and the vocabulary is byte-level; else None.  Right only for ids of a

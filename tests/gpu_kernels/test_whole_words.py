@@ -19,7 +19,7 @@ from tests.gpu_kernels.conftest import on_gpu
 def words(merge_table: Callable[[str], MergeTable]) -> dict[bytes, int]:
     table = merge_table("llama3")
     assert table.ignore_merges
-    return table.words()
+    return table.words
 
 
 def _probes(words: dict[bytes, int]) -> list[bytes]:
