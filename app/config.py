@@ -99,8 +99,8 @@ class Settings:
     """Fraction of requests whose ids the shadow verifier re-encodes in the background."""
     shadow_cpu: float = 0.25
     """Share of one core the shadow verifier uses at most, on average: after a check of t
-    seconds it rests t * (1 / shadow_cpu - 1), so on a small machine its full re-encodes of
-    large prompts do not take the request path's cores (1: no rest)."""
+    seconds it rests t * (1 / shadow_cpu - 1) (1: no rest).  Its checks run at idle CPU
+    priority besides, so they never take a core the request path wants."""
     shadow_queue: int = 64
     """Pending shadow checks; requests sampled while it is full are dropped (and counted)."""
     shadow_repro_dir: Path = Path("toksplice-repro")

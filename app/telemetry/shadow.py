@@ -2,8 +2,9 @@
 
 ``offer`` (on the request path) costs one random draw, and for a sampled request one
 non-blocking put on a bounded queue: when the queue is full the check is dropped and counted,
-never waited for.  A worker thread computes the ids the prompt must have (``oracle``) and
-compares, resting between checks so that it uses at most ``shadow_cpu`` of a core.  On a
+never waited for.  A worker thread hands each check to a child process at idle priority
+(``oracle_process``), which computes the ids the prompt must have (``oracle``) and compares;
+the worker rests between checks so that they use at most ``shadow_cpu`` of a core.  On a
 divergence: the metric, one structured log line (no content), a reproduction written to
 ``shadow_repro_dir`` (it holds the prompt text), the session's stored state forgotten so its
 next call encodes in full, and with ``shadow_disable_on_divergence`` repair switched off for
@@ -23,12 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import orjson
 
 from app.config import Settings
 from app.telemetry.metrics import Metrics
-from app.telemetry.oracle import Oracle, first_divergence
+from app.telemetry.oracle_process import OracleProcess
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.reference import IdArray
 from app.tokenization.typed_specials import Masked, TypedSpecials
@@ -69,7 +69,7 @@ class ShadowVerifier:
         self._metrics = metrics
         self._random = random.Random()
         self._jobs: queue.Queue[ShadowJob | None] = queue.Queue(settings.shadow_queue)
-        self._oracles: dict[int, Oracle] = {}  # id(tokenizer) -> oracle; worker thread only
+        self._oracle = OracleProcess()  # worker thread only
         self._worker = threading.Thread(target=self._run, name="toksplice-shadow", daemon=True)
         if self._rate > 0:
             self._worker.start()
@@ -103,6 +103,7 @@ class ShadowVerifier:
             self._closing.set()  # no more rests: finish the queue
             self._jobs.put(None)
             self._worker.join(timeout=30)
+        self._oracle.close()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -114,19 +115,10 @@ class ShadowVerifier:
             self._closing.wait((self._clock() - started) * self._rest_per_busy)
 
     def _check(self, job: ShadowJob) -> None:
-        reference = job.tokenizer.reference.tokenizer
-        oracle = self._oracles.get(id(job.tokenizer))
-        if oracle is None:
-            oracle = self._oracles[id(job.tokenizer)] = Oracle(reference)
-        expected = oracle.ids(job.text, job.sentinels)
+        found = self._oracle.check(job.tokenizer, job.text, job.sentinels, job.ids, job.sent)
         self._metrics.shadow_checks.inc()
-        if job.sent is not None:
-            job = dataclasses.replace(
-                job, ids=np.asarray(orjson.loads(b"[" + job.sent + b"]"), dtype=np.int32)
-            )
-        index = first_divergence(expected, job.ids)
-        if index is not None:
-            self._diverged(job, expected, index)
+        if found is not None:
+            self._diverged(dataclasses.replace(job, ids=found.actual), found.expected, found.index)
 
     def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
         """Forget, switch off, reproduce, log; the metric last (once it counts, all is done)."""

@@ -40,7 +40,7 @@ def count(metrics: Metrics, name: str) -> float:
 @pytest.mark.parametrize("name", FAMILIES)
 def test_exact_repairs_never_diverge(name: str, assets: dict[str, Path], tmp_path: Path) -> None:
     tok = SessionTokenizer.from_file(assets[name], window=64)
-    shadow, metrics = verifier(tmp_path)
+    shadow, metrics = verifier(tmp_path, shadow_queue=4096)  # checks every offer
     offered = 0
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,82 @@
+"""The shadow verifier's child process: idle priority, both forms of the ids sent, and a
+child that dies is replaced without losing the check."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from app.telemetry.oracle_process import OracleProcess
+from app.tokenization import SessionTokenizer
+
+TEXT = "Shadow checks run where they cost the request path nothing. " * 40
+
+
+@pytest.fixture
+def oracle() -> Iterator[OracleProcess]:
+    process = OracleProcess()
+    yield process
+    process.close()
+
+
+@pytest.fixture(scope="module")
+def qwen(assets: dict[str, Path]) -> SessionTokenizer:
+    return SessionTokenizer.from_file(assets["qwen3"])
+
+
+def child_pids() -> set[int]:
+    return {child.pid for child in multiprocessing.active_children() if child.pid is not None}
+
+
+def test_the_child_only_takes_idle_cpu(oracle: OracleProcess, qwen: SessionTokenizer) -> None:
+    before = child_pids()
+    assert oracle.check(qwen, TEXT, None, qwen.encode(TEXT).ids, None) is None
+    [child] = child_pids() - before
+    idle = os.sched_getscheduler(child) == os.SCHED_IDLE
+    assert idle or os.getpriority(os.PRIO_PROCESS, child) == 19
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE  # the proxy itself is untouched
+
+
+def test_ids_and_their_json_text_are_checked_alike(
+    oracle: OracleProcess, qwen: SessionTokenizer
+) -> None:
+    exact = qwen.encode(TEXT).ids
+    sent = orjson.dumps(exact.tolist())[1:-1]
+    assert oracle.check(qwen, TEXT, None, exact, sent) is None
+    assert oracle.check(qwen, TEXT, None, exact, memoryview(sent)) is None
+    wrong = exact.copy()
+    wrong[7] += 1
+    for found in (
+        oracle.check(qwen, TEXT, None, wrong, None),
+        oracle.check(qwen, TEXT, None, exact, orjson.dumps(wrong.tolist())[1:-1]),
+    ):
+        assert found is not None and found.index == 7
+        assert np.array_equal(found.expected, exact) and np.array_equal(found.actual, wrong)
+    found = oracle.check(qwen, TEXT, None, exact[:-3], None)
+    assert found is not None and found.index == len(exact) - 3
+
+
+def test_a_dead_child_is_replaced_and_the_check_still_made(
+    oracle: OracleProcess, qwen: SessionTokenizer, assets: dict[str, Path]
+) -> None:
+    llama = SessionTokenizer.from_file(assets["llama3"])
+    exact = qwen.encode(TEXT).ids
+    before = child_pids()
+    assert oracle.check(qwen, TEXT, None, exact, None) is None
+    [child] = child_pids() - before
+    os.kill(child, signal.SIGKILL)
+    wrong = exact.copy()
+    wrong[0] += 1
+    found = oracle.check(qwen, TEXT, None, wrong, None)  # the new child has no tokenizer yet
+    assert found is not None and found.index == 0
+    [replacement] = child_pids() - before
+    assert replacement != child
+    assert oracle.check(llama, TEXT, None, llama.encode(TEXT).ids, None) is None
+    assert oracle.check(qwen, TEXT, None, exact, None) is None
