@@ -1,4 +1,5 @@
-"""Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2).
+"""Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2;
+o200k).
 
 The cl100k pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
 ``\\p{N}{1,3}``) never needs backtracking beyond a run, so whether character i starts a piece
@@ -16,6 +17,8 @@ few facts of the runs around it (PRETOKENIZER-RULES.md):
 
 Every fact is a shifted comparison (one thread per character on the GPU, ``cupy_predicate``)
 or a run scan (``run_scans``, shared with the device); nothing loops over characters.
+o200k's starts are not local; they come from a scan over per-character transfer functions
+(``o200k_transfers``).
 """
 
 from __future__ import annotations
