@@ -43,8 +43,8 @@ def device_starts(backend: Backend, family: str, codes: CharCodes, points: Any) 
     offsets = xp.ascontiguousarray(run_offsets(classes == N, xp), dtype=xp.int64)
     if family == "o200k":
         transfers = xp.empty((n, STATES), dtype=xp.uint8)
-        per_item(backend, "o200k_transfers", n, classes, folds, codes.cases, points, offsets,
-                 *case_run_facts(classes, codes.cases, xp), np.int64(n), transfers)  # fmt: skip
+        per_item(backend, "o200k_transfers", n, classes, folds, codes.kinds, points, offsets,
+                 *case_run_facts(classes, codes.kinds, xp), np.int64(n), transfers)  # fmt: skip
         return scan_states(transfers, xp) == NEW
     per_piece = np.int32(DIGITS_PER_PIECE[family])
     per_item(backend, "cl100k_local_starts", n, classes, folds, offsets, per_piece,

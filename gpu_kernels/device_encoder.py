@@ -118,17 +118,17 @@ class DeviceEncoder:
         tables = self._class_tables(touched)
         classes = xp.empty(n, dtype=xp.uint8)
         folds = xp.empty(n, dtype=xp.uint8)
-        cases = xp.empty(n, dtype=xp.uint8)
+        kinds = xp.empty(n, dtype=xp.uint8)
         nfc = xp.empty(n, dtype=xp.uint8)
         per_item(backend, "classify", n, points, np.int64(n), *tables, self._exact, classes,
-                 folds, cases, nfc)  # fmt: skip
+                 folds, kinds, nfc)  # fmt: skip
         if payload.assumed:
             windows = nfc_windows(nfc, char_at, len(payload.data), xp)
             if windows is None or not windows_normalized(
                 payload.data, backend.to_host(windows[0]), backend.to_host(windows[1])
             ):
                 return None
-        return data, char_at, CharCodes(classes, folds, cases), points
+        return data, char_at, CharCodes(classes, folds, kinds), points
 
     def _class_tables(self, touched: Any) -> tuple[Any, Any, Any, Any]:
         """The class, fold, case and NFC tables on the device, every block ``touched`` probed."""
@@ -137,7 +137,7 @@ class DeviceEncoder:
         if self._tables is None or self._version != table.version:
             xp = self._backend.xp
             self._tables = (
-                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.cases),
+                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.kinds),
                 xp.asarray(table.nfc),
             )  # fmt: skip
             self._version = table.version

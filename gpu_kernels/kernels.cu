@@ -47,15 +47,15 @@ extern "C" __global__ void decode_utf8(
  * the letter is the lowercase ASCII one. */
 extern "C" __global__ void classify(
     const unsigned int* points, const long long n, const unsigned char* table_cls,
-    const unsigned char* table_fold, const unsigned char* table_case,
+    const unsigned char* table_fold, const unsigned char* table_kind,
     const unsigned char* table_nfc, const int exact, unsigned char* cls, unsigned char* fold,
-    unsigned char* cases, unsigned char* nfc)
+    unsigned char* kinds, unsigned char* nfc)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int cp = points[i];
     nfc[i] = table_nfc[cp];
-    cases[i] = table_case[cp];
+    kinds[i] = table_kind[cp];
     int f = table_fold[cp];
     if (exact && f != 0 && cp != (unsigned int)FOLD_LETTERS[f]) f = 0;
     cls[i] = table_cls[cp];
@@ -124,6 +124,8 @@ extern "C" __global__ void gpt2_local_starts(
 
 /* ---- o200k transfer functions (piece_starts.o200k_transfers; scanned by run_scans) ---- */
 
+/* A letter or mark: in one of o200k's letter classes. */
+__device__ __forceinline__ bool letter_kind(int k) { return k >= K_UPPER && k <= K_MARK; }
 __device__ __forceinline__ bool upper_class(int k) {
     return k == K_UPPER || k == K_OTHER || k == K_MARK;
 }
@@ -139,7 +141,7 @@ __device__ __forceinline__ int apostrophe(
     return is_one(fold[j + 1]) ? 1 : 0;
 }
 extern "C" __global__ void o200k_transfers(
-    const unsigned char* cls, const unsigned char* fold, const unsigned char* cases,
+    const unsigned char* cls, const unsigned char* fold, const unsigned char* kinds,
     const unsigned int* points, const long long* digit_offset, const bool* joins,
     const bool* last_other, const bool* newline_ahead, const long long n,
     unsigned char* transfers)
@@ -153,7 +155,7 @@ extern "C" __global__ void o200k_transfers(
         return;
     }
     int ahead = within(cls, i + 1, n), after = within(cls, i + 2, n), behind = at(cls, i - 1);
-    int k = cases[i], k_ahead = i + 1 < n ? cases[i + 1] : K_NONE;
+    int k = kinds[i], k_ahead = i + 1 < n ? kinds[i + 1] : K_NONE;
     bool upper = upper_class(k), lower = lower_class(k);
     bool punct_here = c == C_AP || c == C_P, punct_ahead = ahead == C_AP || ahead == C_P;
     bool space = c <= C_WS;
@@ -176,8 +178,8 @@ extern "C" __global__ void o200k_transfers(
     int space_next = space_ends ? S_NEW : S_SPACE;
 
     int fresh;
-    if (k != K_NONE) fresh = upper ? upper_next : lower_next;
-    else if ((space || punct_here) && c != C_NL && k_ahead != K_NONE)
+    if (letter_kind(k)) fresh = upper ? upper_next : lower_next;
+    else if ((space || punct_here) && c != C_NL && letter_kind(k_ahead))
         fresh = upper_class(k_ahead) ? S_UPPER_PART : S_LOWER_PART;
     else if (c == C_N) fresh = digits_next;
     else if (c == C_SP && punct_ahead) fresh = S_PUNCT;

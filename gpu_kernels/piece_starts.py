@@ -35,7 +35,7 @@ from gpu_kernels.char_classes import (
     LOWER,
     MARK,
     NL,
-    NO_CASE,
+    NO_KIND,
     OTHER_LETTER,
     SENT,
     SP,
@@ -48,6 +48,7 @@ from gpu_kernels.char_classes import (
     N,
     P,
 )
+from gpu_kernels.deepseek_starts import deepseek_starts
 from gpu_kernels.run_scans import (
     case_run_facts,
     gpt2_whitespace_starts,
@@ -202,24 +203,25 @@ def o200k_transfers(codes: CharCodes, points: CodePoints) -> npt.NDArray[np.uint
     A state that cannot hold at p (UPPER_PART at a digit, say) gets NEW's transfer: so rows
     are constant wherever the state is not in doubt, which ``scan_states`` exploits.
     """
-    classes, folds, cases = codes.classes, codes.folds, codes.cases
+    classes, folds, kinds = codes.classes, codes.folds, codes.kinds
     ahead = _shift(classes, -1, SENT)
     after = _shift(classes, -2, SENT)
     behind = _shift(classes, 1, SENT)
-    upper, lower = np.isin(cases, UPPER_CLASS), np.isin(cases, LOWER_CLASS)
-    letter, letter_ahead = cases != NO_CASE, _shift(cases, -1, NO_CASE) != NO_CASE
+    upper, lower = np.isin(kinds, UPPER_CLASS), np.isin(kinds, LOWER_CLASS)
+    letter = (kinds >= UPPER) & (kinds <= MARK)
+    letter_ahead = _shift(letter, -1, False)
     punct = (classes == AP) | (classes == P)
     space = classes <= WS
     apostrophe = _shift(contraction_letters(folds), -1, 0) * (classes == AP)
     """The letters of a contraction opening at each `'` (0: none)."""
-    joins, last_other, newline_ahead = case_run_facts(classes, cases, np)
+    joins, last_other, newline_ahead = case_run_facts(classes, kinds, np)
     offsets = run_offsets(classes == N, np)
 
     letters_end = np.where(_shift(apostrophe, -1, 0) > 0, CONTRACTION, NEW)
     upper_next = np.where(
         _shift(upper, -1, False),
         np.where(joins | ~last_other, UPPER_PART, letters_end),
-        np.where(_shift(cases, -1, NO_CASE) == LOWER, LOWER_PART, letters_end),
+        np.where(_shift(kinds, -1, NO_KIND) == LOWER, LOWER_PART, letters_end),
     )
     lower_next = np.where(_shift(lower, -1, False), LOWER_PART, letters_end)
     contraction_next = np.where(
@@ -273,6 +275,7 @@ PREDICATES: Mapping[str, Predicate] = {
     "qwen2": lambda codes, _: cl100k_starts(codes.classes, codes.folds, digits_per_piece=1),
     "gpt2": lambda codes, points: gpt2_starts(codes.classes, codes.folds, points),
     "o200k": o200k_starts,
+    "deepseek_v3": lambda codes, points: deepseek_starts(codes, points, np),
 }
 """The covered pre-tokenizer families, by their ``app.tokenization.spec`` names."""
 

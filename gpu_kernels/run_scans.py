@@ -67,7 +67,7 @@ def gpt2_whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
     starts[end[hand] - 1] = True
 
 
-def case_run_facts(classes: Array, cases: Array, xp: Any) -> tuple[Array, Array, Array]:
+def case_run_facts(classes: Array, kinds: Array, xp: Any) -> tuple[Array, Array, Array]:
     """Run facts of o200k's transfers (``case_split``), per character p:
 
     * joins: p's run of upper-class letters (``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]``) is
@@ -78,10 +78,10 @@ def case_run_facts(classes: Array, cases: Array, xp: Any) -> tuple[Array, Array,
     """
     n = len(classes)
     at = xp.arange(n)
-    upper = (cases == UPPER) | (cases == OTHER_LETTER) | (cases == MARK)
-    both = upper & (cases != UPPER)
+    upper = (kinds == UPPER) | (kinds == OTHER_LETTER) | (kinds == MARK)
+    both = upper & (kinds != UPPER)
     run_end = _first_at_or_after(xp.flatnonzero(~upper), at, n, xp)
-    joins = (run_end < n) & (cases[xp.minimum(run_end, n - 1)] == LOWER)
+    joins = (run_end < n) & (kinds[xp.minimum(run_end, n - 1)] == LOWER)
     following = _first_at_or_after(xp.flatnonzero(both | ~upper), at + 1, n, xp)
     last_other = both & ((following == n) | ~both[xp.minimum(following, n - 1)])
     run_ends = _first_at_or_after(xp.flatnonzero(classes > WS), at, n, xp)
