@@ -17,14 +17,34 @@ from gpu_kernels.char_classes import (
     AP,
     BLOCK_BITS,
     CONTRACTION_LETTERS,
+    LOWER,
+    MARK,
+    NL,
+    NO_KIND,
+    OTHER_LETTER,
     SENT,
     SENTINEL_POINT,
     SP,
+    UPPER,
     WS,
     L,
     N,
+    P,
 )
-from gpu_kernels.piece_starts import ONE_LETTER_CONTRACTIONS, TWO_LETTER_CONTRACTIONS
+from gpu_kernels.piece_starts import (
+    CONTRACTION,
+    DIGITS,
+    LOWER_PART,
+    NEW,
+    ONE_LETTER_CONTRACTIONS,
+    PUNCT,
+    SLASH,
+    SPACE,
+    STATES,
+    STRETCH,
+    TWO_LETTER_CONTRACTIONS,
+    UPPER_PART,
+)
 from gpu_kernels.whole_words import FNV_OFFSET, FNV_PRIME
 
 SHORT_MAX = 32
@@ -35,7 +55,11 @@ BLOCK_LANES = 256
 NO_RANK = 0x7FFFFFFF
 
 _DEFINES = {
-    "C_SP": SP, "C_WS": WS, "C_L": L, "C_N": N, "C_AP": AP, "C_SENT": SENT,
+    "C_NL": NL, "C_SP": SP, "C_WS": WS, "C_L": L, "C_N": N, "C_AP": AP, "C_P": P, "C_SENT": SENT,
+    "K_NONE": NO_KIND, "K_UPPER": UPPER, "K_LOWER": LOWER, "K_OTHER": OTHER_LETTER,
+    "K_MARK": MARK, "SLASH": f"{SLASH}u", "STATES": STATES, "S_NEW": NEW, "S_DIGITS": DIGITS,
+    "S_UPPER_PART": UPPER_PART, "S_LOWER_PART": LOWER_PART, "S_CONTRACTION": CONTRACTION,
+    "S_PUNCT": PUNCT, "S_STRETCH": STRETCH, "S_SPACE": SPACE,
     "SENTINEL_POINT": f"{SENTINEL_POINT:#x}u", "BLOCK_BITS": BLOCK_BITS,
     "SHORT_MAX": SHORT_MAX, "NO_RANK": NO_RANK,
     "FNV_OFFSET": f"{FNV_OFFSET:#x}ull", "FNV_PRIME": f"{FNV_PRIME:#x}ull",

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from gpu_kernels.backend import Backend, default_backend, per_item
 from gpu_kernels.byte_bpe import IdArray
-from gpu_kernels.char_classes import BLOCKS, ClassTable
+from gpu_kernels.char_classes import BLOCKS, CharCodes, ClassTable
 from gpu_kernels.cupy_bpe import DeviceMerges
 from gpu_kernels.cupy_predicate import device_starts
 from gpu_kernels.payload import Payload, nfc_windows, windows_normalized
@@ -52,7 +52,7 @@ class DeviceEncoder:
             xp.asarray(words.at), xp.asarray(words.ids), np.int64(words.max_len),
         )  # fmt: skip
         self._exact = np.int32(self.plan.family == "gpt2")
-        self._tables: tuple[Any, Any, Any] | None = None
+        self._tables: tuple[Any, Any, Any, Any] | None = None
         self._version = -1
 
     def encode(self, text: str) -> IdArray:
@@ -77,10 +77,10 @@ class DeviceEncoder:
             if decoded is not None:
                 break
         assert decoded is not None
-        data, char_at, classes, folds = decoded
+        data, char_at, codes, points = decoded
         backend, xp = self._backend, self._backend.xp
         size = len(payload.data)
-        starts = device_starts(backend, self.plan.family, classes, folds)
+        starts = device_starts(backend, self.plan.family, codes, points)
         begin = char_at[xp.flatnonzero(starts)]
         end = xp.concatenate((begin[1:], xp.asarray([size], dtype=xp.int64)))
         pieces = len(begin)
@@ -101,9 +101,9 @@ class DeviceEncoder:
                  out)  # fmt: skip
         return backend.to_host(out)
 
-    def _decoded(self, payload: Payload) -> tuple[Any, Any, Any, Any] | None:
-        """(marked bytes, first byte of each character, classes, folds) on the device; None
-        when ``payload.assumed`` fails (the text is not in NFC, or may not be)."""
+    def _decoded(self, payload: Payload) -> tuple[Any, Any, CharCodes, Any] | None:
+        """(marked bytes, first byte of each character, their codes, their code points) on the
+        device; None when ``payload.assumed`` fails (the text is not in NFC, or may not be)."""
         backend, xp = self._backend, self._backend.xp
         data = xp.array(np.frombuffer(payload.data, dtype=np.uint8))  # a copy: marked in place
         spans = len(payload.span_begin)
@@ -118,25 +118,27 @@ class DeviceEncoder:
         tables = self._class_tables(touched)
         classes = xp.empty(n, dtype=xp.uint8)
         folds = xp.empty(n, dtype=xp.uint8)
+        kinds = xp.empty(n, dtype=xp.uint8)
         nfc = xp.empty(n, dtype=xp.uint8)
         per_item(backend, "classify", n, points, np.int64(n), *tables, self._exact, classes,
-                 folds, nfc)  # fmt: skip
+                 folds, kinds, nfc)  # fmt: skip
         if payload.assumed:
             windows = nfc_windows(nfc, char_at, len(payload.data), xp)
             if windows is None or not windows_normalized(
                 payload.data, backend.to_host(windows[0]), backend.to_host(windows[1])
             ):
                 return None
-        return data, char_at, classes, folds
+        return data, char_at, CharCodes(classes, folds, kinds), points
 
-    def _class_tables(self, touched: Any) -> tuple[Any, Any, Any]:
-        """The class, fold and NFC tables on the device, every block ``touched`` probed."""
+    def _class_tables(self, touched: Any) -> tuple[Any, Any, Any, Any]:
+        """The class, fold, case and NFC tables on the device, every block ``touched`` probed."""
         table = self.plan.classes
         table.ensure(np.flatnonzero(self._backend.to_host(touched)))
         if self._tables is None or self._version != table.version:
             xp = self._backend.xp
             self._tables = (
-                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.nfc)
-            )
+                xp.asarray(table.classes), xp.asarray(table.folds), xp.asarray(table.kinds),
+                xp.asarray(table.nfc),
+            )  # fmt: skip
             self._version = table.version
         return self._tables

@@ -7,6 +7,10 @@ __device__ __forceinline__ int at(const unsigned char* cls, long long i) {
     return i >= 0 ? cls[i] : C_SENT;
 }
 __device__ __forceinline__ bool punct(int c) { return c >= C_AP && c != C_SENT; }
+/* cls[i] in a text of n characters; C_SENT outside it. */
+__device__ __forceinline__ int within(const unsigned char* cls, long long i, long long n) {
+    return i < n ? at(cls, i) : C_SENT;
+}
 
 /* Added tokens: the first byte of each span becomes the sentinel 0xFF (never in UTF-8), the
  * rest continuation bytes, so the span decodes as one character of class C_SENT. */
@@ -39,17 +43,19 @@ extern "C" __global__ void decode_utf8(
     touched[cp >> BLOCK_BITS] = 1;
 }
 
-/* Class, fold and NFC codes (char_classes.ClassTable); with exact, a fold only where the
- * letter is the lowercase ASCII one. */
+/* Class, fold, case and NFC codes (char_classes.ClassTable); with exact, a fold only where
+ * the letter is the lowercase ASCII one. */
 extern "C" __global__ void classify(
     const unsigned int* points, const long long n, const unsigned char* table_cls,
-    const unsigned char* table_fold, const unsigned char* table_nfc, const int exact,
-    unsigned char* cls, unsigned char* fold, unsigned char* nfc)
+    const unsigned char* table_fold, const unsigned char* table_kind,
+    const unsigned char* table_nfc, const int exact, unsigned char* cls, unsigned char* fold,
+    unsigned char* kinds, unsigned char* nfc)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int cp = points[i];
     nfc[i] = table_nfc[cp];
+    kinds[i] = table_kind[cp];
     int f = table_fold[cp];
     if (exact && f != 0 && cp != (unsigned int)FOLD_LETTERS[f]) f = 0;
     cls[i] = table_cls[cp];
@@ -114,6 +120,81 @@ extern "C" __global__ void gpt2_local_starts(
     if (i >= 1 && gpt2_opens(cls, i - 1) && is_one(fold[i - 1])) start = true;
     if (i >= 2 && gpt2_opens(cls, i - 2) && is_two(fold[i - 2], fold[i - 1])) start = true;
     if (start) starts[i] = true;
+}
+
+/* ---- o200k transfer functions (piece_starts.o200k_transfers; scanned by run_scans) ---- */
+
+/* A letter or mark: in one of o200k's letter classes. */
+__device__ __forceinline__ bool letter_kind(int k) { return k >= K_UPPER && k <= K_MARK; }
+__device__ __forceinline__ bool upper_class(int k) {
+    return k == K_UPPER || k == K_OTHER || k == K_MARK;
+}
+__device__ __forceinline__ bool lower_class(int k) {
+    return k == K_LOWER || k == K_OTHER || k == K_MARK;
+}
+/* The letters of a contraction opening at j, a ' (0: none). */
+__device__ __forceinline__ int apostrophe(
+    const unsigned char* cls, const unsigned char* fold, long long j, long long n)
+{
+    if (j < 0 || j + 1 >= n || cls[j] != C_AP) return 0;
+    if (j + 2 < n && is_two(fold[j + 1], fold[j + 2])) return 2;
+    return is_one(fold[j + 1]) ? 1 : 0;
+}
+extern "C" __global__ void o200k_transfers(
+    const unsigned char* cls, const unsigned char* fold, const unsigned char* kinds,
+    const unsigned int* points, const long long* digit_offset, const bool* joins,
+    const bool* last_other, const bool* newline_ahead, const long long n,
+    unsigned char* transfers)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned char* row = transfers + i * STATES;
+    int c = cls[i];
+    if (c == C_SENT) {
+        for (int s = 0; s < STATES; ++s) row[s] = S_NEW;
+        return;
+    }
+    int ahead = within(cls, i + 1, n), after = within(cls, i + 2, n), behind = at(cls, i - 1);
+    int k = kinds[i], k_ahead = i + 1 < n ? kinds[i + 1] : K_NONE;
+    bool upper = upper_class(k), lower = lower_class(k);
+    bool punct_here = c == C_AP || c == C_P, punct_ahead = ahead == C_AP || ahead == C_P;
+    bool space = c <= C_WS;
+
+    int letters_end = apostrophe(cls, fold, i + 1, n) > 0 ? S_CONTRACTION : S_NEW;
+    int upper_next = upper_class(k_ahead)
+        ? (joins[i] || !last_other[i] ? S_UPPER_PART : letters_end)
+        : (k_ahead == K_LOWER ? S_LOWER_PART : letters_end);
+    int lower_next = lower_class(k_ahead) ? S_LOWER_PART : letters_end;
+    int contraction_next =
+        (behind == C_AP && apostrophe(cls, fold, i - 1, n) == 1) || (c != C_AP && behind != C_AP)
+        ? S_NEW : S_CONTRACTION;
+    int digits_next = ahead == C_N && digit_offset[i + 1] % 3 != 0 ? S_DIGITS : S_NEW;
+    int punct_next = punct_ahead ? S_PUNCT : (ahead == C_NL ? S_STRETCH : S_NEW);
+    int stretch_next = ahead == C_NL || (i + 1 < n && points[i + 1] == SLASH)
+        ? S_STRETCH : S_NEW;
+    bool space_ends = newline_ahead[i]
+        ? c == C_NL && !(i + 1 < n && newline_ahead[i + 1])
+        : ahead > C_WS || (after > C_WS && after != C_SENT);
+    int space_next = space_ends ? S_NEW : S_SPACE;
+
+    int fresh;
+    if (letter_kind(k)) fresh = upper ? upper_next : lower_next;
+    else if ((space || punct_here) && c != C_NL && letter_kind(k_ahead))
+        fresh = upper_class(k_ahead) ? S_UPPER_PART : S_LOWER_PART;
+    else if (c == C_N) fresh = digits_next;
+    else if (c == C_SP && punct_ahead) fresh = S_PUNCT;
+    else if (punct_here) fresh = punct_next;
+    else fresh = space_next;
+
+    bool contraction_holds = c == C_AP || behind == C_AP || at(cls, i - 2) == C_AP;
+    row[S_NEW] = fresh;
+    row[S_DIGITS] = c == C_N ? digits_next : fresh;
+    row[S_UPPER_PART] = upper ? upper_next : fresh;
+    row[S_LOWER_PART] = lower ? lower_next : fresh;
+    row[S_CONTRACTION] = contraction_holds ? contraction_next : fresh;
+    row[S_PUNCT] = punct_here ? punct_next : fresh;
+    row[S_STRETCH] = c == C_NL || points[i] == SLASH ? stretch_next : fresh;
+    row[S_SPACE] = space ? space_next : fresh;
 }
 
 /* ---- byte-level BPE ---- */

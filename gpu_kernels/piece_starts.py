@@ -1,4 +1,5 @@
-"""Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2).
+"""Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2;
+o200k).
 
 The cl100k pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
 ``\\p{N}{1,3}``) never needs backtracking beyond a run, so whether character i starts a piece
@@ -16,6 +17,8 @@ few facts of the runs around it (PRETOKENIZER-RULES.md):
 
 Every fact is a shifted comparison (one thread per character on the GPU, ``cupy_predicate``)
 or a run scan (``run_scans``, shared with the device); nothing loops over characters.
+o200k's starts are not local; they come from a scan over per-character transfer functions
+(``o200k_transfers``).
 """
 
 from __future__ import annotations
@@ -29,15 +32,30 @@ import numpy.typing as npt
 from gpu_kernels.char_classes import (
     AP,
     CONTRACTION_LETTERS,
+    LOWER,
+    MARK,
+    NL,
+    NO_KIND,
+    OTHER_LETTER,
     SENT,
     SP,
+    UPPER,
     WS,
+    CharCodes,
     ClassCodes,
     CodePoints,
     L,
     N,
+    P,
 )
-from gpu_kernels.run_scans import gpt2_whitespace_starts, run_offsets, whitespace_starts
+from gpu_kernels.deepseek_starts import deepseek_starts
+from gpu_kernels.run_scans import (
+    case_run_facts,
+    gpt2_whitespace_starts,
+    run_offsets,
+    scan_states,
+    whitespace_starts,
+)
 
 Flags = npt.NDArray[np.bool_]
 Indices = npt.NDArray[np.int64]
@@ -48,13 +66,16 @@ TWO_LETTER_CONTRACTIONS = tuple((_FOLD[a], _FOLD[b]) for a, b in ("re", "ve", "l
 _LOWER = b"\0" + CONTRACTION_LETTERS.encode()  # fold code -> the lowercase ASCII letter
 
 
-Shifted = TypeVar("Shifted", ClassCodes, Flags)
+Shifted = TypeVar("Shifted", ClassCodes, Flags, CodePoints)
 
 
 def _shift(values: Shifted, by: int, fill: int) -> Shifted:
-    """``values[i - by]``, ``fill`` where that falls before the text."""
+    """``values[i - by]``, ``fill`` where that falls outside the text (``by`` < 0: ahead)."""
     out = np.full_like(values, fill)
-    out[by:] = values[: len(values) - by]
+    if by >= 0:
+        out[by:] = values[: len(values) - by]
+    else:
+        out[:by] = values[-by:]
     return out
 
 
@@ -123,32 +144,138 @@ def exact_folds(points: CodePoints, folds: ClassCodes) -> ClassCodes:
     return exact.astype(np.uint8)
 
 
+def contraction_letters(folds: ClassCodes) -> ClassCodes:
+    """How many letters of a contraction start at each character (0, 1 or 2), were a `'`
+    before it (case-insensitive: the fold codes)."""
+    following = np.zeros_like(folds)
+    following[:-1] = folds[1:]
+    two = np.zeros(len(folds), dtype=bool)
+    for first, second in TWO_LETTER_CONTRACTIONS:
+        two |= (folds == first) & (following == second)
+    letters: ClassCodes = np.where(two, 2, np.isin(folds, ONE_LETTER_CONTRACTIONS)).astype(np.uint8)
+    return letters
+
+
 def _contractions(folds: ClassCodes, opens: Flags) -> tuple[Flags, Flags]:
     """Contractions tried at the letters ``opens`` (each right after a `'` that starts a piece).
 
     Returns (cuts, matched): cuts where a matched contraction ends (a piece starts there in
     any case), and matched at the ``opens`` where one matched.
     """
-    following = np.zeros_like(folds)
-    following[:-1] = folds[1:]
-    one = opens & np.isin(folds, ONE_LETTER_CONTRACTIONS)
-    two = np.zeros_like(opens)
-    for first, second in TWO_LETTER_CONTRACTIONS:
-        two |= opens & (folds == first) & (following == second)
-    cuts = _shift(one, 1, False) | _shift(two, 2, False)
-    return cuts, one | two
+    letters = np.where(opens, contraction_letters(folds), 0)
+    cuts = _shift(letters == 1, 1, False) | _shift(letters == 2, 2, False)
+    return cuts, letters > 0
 
 
-Predicate = Callable[[ClassCodes, ClassCodes, CodePoints], Flags]
-"""(classes, folds, code points) -> piece-start flags."""
+# o200k's states (``o200k_transfers``): what the piece holding a character is doing there.
+NEW, DIGITS, UPPER_PART, LOWER_PART, CONTRACTION, PUNCT, STRETCH, SPACE = range(8)
+STATES = 8
+UPPER_CLASS = (UPPER, OTHER_LETTER, MARK)
+LOWER_CLASS = (LOWER, OTHER_LETTER, MARK)
+SLASH = ord("/")
+
+
+def o200k_starts(codes: CharCodes, points: CodePoints) -> Flags:
+    """True where an o200k piece starts: where the state scan of ``o200k_transfers`` is NEW."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=bool)
+    starts: Flags = scan_states(o200k_transfers(codes, points), np) == NEW
+    return starts
+
+
+def o200k_transfers(codes: CharCodes, points: CodePoints) -> npt.NDArray[np.uint8]:
+    """Each character's transfer function over the states: ``[p, s]`` is the state at p + 1
+    when the piece holding p is in state s there (NEW: it starts at p).
+
+    o200k's piece ends are not local (PRETOKENIZER-RULES.md): a mark is a letter or
+    punctuation, a `'` a contraction or a prefix, a `/` absorbed or not, depending on where the
+    piece holding it started.  But given what that piece is doing at p, where it goes on is
+    local plus ``case_run_facts``.  The pattern's alternatives, in order, from a start at p:
+
+    * letters ``[U]*[W]+|[U]+[W]*`` (U = Lu Lt Lm Lo M, W = Ll Lm Lo M), after an optional
+      prefix ``[^\\r\\n\\p{L}\\p{N}]`` (a mark at p is a letter, never a prefix): a run of U
+      followed by Ll joins it; otherwise the word ends after the run's last Lm/Lo/M if it
+      has one (W needs a character), else at the run's end; then a contraction, if one;
+    * ``\\p{N}{1,3}``; `` ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*``: punctuation and marks, then a
+      stretch of newlines and slashes;
+    * whitespace as in cl100k (``whitespace_starts``), state SPACE.
+
+    A state that cannot hold at p (UPPER_PART at a digit, say) gets NEW's transfer: so rows
+    are constant wherever the state is not in doubt, which ``scan_states`` exploits.
+    """
+    classes, folds, kinds = codes.classes, codes.folds, codes.kinds
+    ahead = _shift(classes, -1, SENT)
+    after = _shift(classes, -2, SENT)
+    behind = _shift(classes, 1, SENT)
+    upper, lower = np.isin(kinds, UPPER_CLASS), np.isin(kinds, LOWER_CLASS)
+    letter = (kinds >= UPPER) & (kinds <= MARK)
+    letter_ahead = _shift(letter, -1, False)
+    punct = (classes == AP) | (classes == P)
+    space = classes <= WS
+    apostrophe = _shift(contraction_letters(folds), -1, 0) * (classes == AP)
+    """The letters of a contraction opening at each `'` (0: none)."""
+    joins, last_other, newline_ahead = case_run_facts(classes, kinds, np)
+    offsets = run_offsets(classes == N, np)
+
+    letters_end = np.where(_shift(apostrophe, -1, 0) > 0, CONTRACTION, NEW)
+    upper_next = np.where(
+        _shift(upper, -1, False),
+        np.where(joins | ~last_other, UPPER_PART, letters_end),
+        np.where(_shift(kinds, -1, NO_KIND) == LOWER, LOWER_PART, letters_end),
+    )
+    lower_next = np.where(_shift(lower, -1, False), LOWER_PART, letters_end)
+    contraction_next = np.where(
+        ((behind == AP) & (_shift(apostrophe, 1, 0) == 1)) | ((classes != AP) & (behind != AP)),
+        NEW,
+        CONTRACTION,
+    )
+    digits_next = np.where((ahead == N) & (_shift(offsets, -1, 0) % 3 != 0), DIGITS, NEW)
+    punct_next = np.where(_shift(punct, -1, False), PUNCT, np.where(ahead == NL, STRETCH, NEW))
+    stretch_next = np.where((ahead == NL) | (_shift(points, -1, 0) == SLASH), STRETCH, NEW)
+    space_ends = np.where(
+        newline_ahead,
+        (classes == NL) & ~_shift(newline_ahead, -1, False),
+        (ahead > WS) | ((after > WS) & (after != SENT)),
+    )
+    space_next = np.where(space_ends, NEW, SPACE)
+
+    new = space_next
+    new = np.where(punct, punct_next, new)
+    new = np.where((classes == SP) & _shift(punct, -1, False) & ~letter_ahead, PUNCT, new)
+    new = np.where(classes == N, digits_next, new)
+    prefix = (space | punct) & (classes != NL) & ~letter & letter_ahead
+    new = np.where(prefix, np.where(_shift(upper, -1, False), UPPER_PART, LOWER_PART), new)
+    new = np.where(letter, np.where(upper, upper_next, lower_next), new)
+
+    transfers = np.empty((len(classes), STATES), dtype=np.uint8)
+    transfers[:, NEW] = new
+    for state, holds, then in (
+        (DIGITS, classes == N, digits_next),
+        (UPPER_PART, upper, upper_next),
+        (LOWER_PART, lower, lower_next),
+        (CONTRACTION, (classes == AP) | (behind == AP) | (_shift(classes, 2, SENT) == AP),
+         contraction_next),
+        (PUNCT, punct, punct_next),
+        (STRETCH, (classes == NL) | (points == SLASH), stretch_next),
+        (SPACE, space, space_next),
+    ):  # fmt: skip
+        transfers[:, state] = np.where(holds, then, new)
+    transfers[classes == SENT] = NEW
+    return transfers
+
+
+Predicate = Callable[[CharCodes, CodePoints], Flags]
+"""(character codes, code points) -> piece-start flags."""
 
 DIGITS_PER_PIECE: Mapping[str, int] = {"cl100k": 3, "qwen2": 1}
 """The cl100k-like families: ``\\p{N}{1,3}`` or (Qwen2) ``\\p{N}``."""
 
 PREDICATES: Mapping[str, Predicate] = {
-    "cl100k": lambda classes, folds, _: cl100k_starts(classes, folds, digits_per_piece=3),
-    "qwen2": lambda classes, folds, _: cl100k_starts(classes, folds, digits_per_piece=1),
-    "gpt2": gpt2_starts,
+    "cl100k": lambda codes, _: cl100k_starts(codes.classes, codes.folds, digits_per_piece=3),
+    "qwen2": lambda codes, _: cl100k_starts(codes.classes, codes.folds, digits_per_piece=1),
+    "gpt2": lambda codes, points: gpt2_starts(codes.classes, codes.folds, points),
+    "o200k": o200k_starts,
+    "deepseek_v3": lambda codes, points: deepseek_starts(codes, points, np),
 }
 """The covered pre-tokenizer families, by their ``app.tokenization.spec`` names."""
 

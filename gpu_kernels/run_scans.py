@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_kernels.char_classes import AP, NL, SENT, WS
+from gpu_kernels.char_classes import AP, LOWER, MARK, NL, OTHER_LETTER, SENT, UPPER, WS
 
 Array = Any
 """A 1-D ``numpy.ndarray`` or ``cupy.ndarray``."""
@@ -65,6 +65,49 @@ def gpt2_whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
     starts[begin] = True
     hand = _continues(classes, end, xp) & (end - 1 > begin)
     starts[end[hand] - 1] = True
+
+
+def case_run_facts(classes: Array, kinds: Array, xp: Any) -> tuple[Array, Array, Array]:
+    """Run facts of o200k's transfers (``case_split``), per character p:
+
+    * joins: p's run of upper-class letters (``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]``) is
+      followed by ``\\p{Ll}`` (a piece then runs on through the lowercase letters);
+    * last_other: p is the run's last ``\\p{Lm}\\p{Lo}\\p{M}`` (where a word that does not
+      join ends: the lowercase class needs one character of its own);
+    * newline_ahead: a newline lies in [p, end of p's whitespace run).
+    """
+    n = len(classes)
+    at = xp.arange(n)
+    upper = (kinds == UPPER) | (kinds == OTHER_LETTER) | (kinds == MARK)
+    both = upper & (kinds != UPPER)
+    run_end = _first_at_or_after(xp.flatnonzero(~upper), at, n, xp)
+    joins = (run_end < n) & (kinds[xp.minimum(run_end, n - 1)] == LOWER)
+    following = _first_at_or_after(xp.flatnonzero(both | ~upper), at + 1, n, xp)
+    last_other = both & ((following == n) | ~both[xp.minimum(following, n - 1)])
+    run_ends = _first_at_or_after(xp.flatnonzero(classes > WS), at, n, xp)
+    newline_ahead = _first_at_or_after(xp.flatnonzero(classes == NL), at, n, xp) < run_ends
+    return joins, last_other, newline_ahead
+
+
+def scan_states(transfers: Array, xp: Any) -> Array:
+    """The state at each position from state 0 at position 0, given each position's transfer
+    function (``transfers[p, s]``: the state at p + 1 when p is in state s).
+
+    Prefix composition by doubling: after the round of width d, row p composes the transfers
+    of (p - 2d, p].  It stops once every row is constant (composing more cannot change it), so
+    the rounds follow the longest stretch where the state is still in doubt, not the text.
+    """
+    n = len(transfers)
+    composed = transfers
+    width = 1
+    while width < n and not bool((composed == composed[:, :1]).all()):
+        head = composed[:width]
+        tail = xp.take_along_axis(composed[width:], composed[:-width], axis=1)
+        composed = xp.concatenate((head, tail))
+        width *= 2
+    states = xp.zeros(n, dtype=transfers.dtype)
+    states[1:] = composed[:-1, 0]
+    return states
 
 
 def _continues(classes: Array, end: Array, xp: Any) -> Array:

@@ -75,8 +75,7 @@ class TwinEncoder:
             payload = self.plan.split.payload(text, normalize_all=True)
             data = marked(payload)
             points, char_at = decode(data)
-        classes, folds = self.plan.classes.lookup(points)
-        first, last = piece_bounds(self._predicate(classes, folds, points))
+        first, last = piece_bounds(self._predicate(self.plan.classes.lookup(points), points))
         byte_at = np.append(char_at, len(data))
         return Pieces(data, byte_at[first], byte_at[last], payload.added_ids)
 

@@ -19,13 +19,42 @@ from gpu_kernels.cuda_source import SOURCE
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.host_build import HostBackend
 
-FAMILIES = {"qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2"}
+FAMILIES = {
+    "qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2", "o200k": "o200k"
+}  # fmt: skip
 """The assets the twin covers, with their pre-tokenizer family (``app.tokenization.spec``)."""
+PIECE_FAMILIES = FAMILIES | {"deepseek_v3": "deepseek_v3"}
+"""Those whose predicate is proven piece for piece: DeepSeek-V3's too, though the twin refuses
+it for its added tokens (``plan``)."""
 
 on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
 
-_SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>"]
+_SPECIALS = [
+    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>",
+    "<|endofprompt|>", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+]  # fmt: skip
 """Added tokens of the covered vocabularies (each is plain text where its vocabulary lacks it)."""
+
+_CASE_TRAPS = "aZǅʰ中\u0301\u0300 \n'(/.1sSlLdD"
+"""o200k's case classes (Ll, Lu, Lt, Lm, Lo, Mn), contraction letters, and what ends or
+carries on a piece: `'` (contraction or prefix), `/` (absorbed after newlines, or not)."""
+
+_SEGMENT_TRAPS = "aZé\u0301 \n\t'(.«$1²中あ゜ー\x01\u200d"
+
+case_texts = st.lists(
+    st.one_of(
+        st.text(alphabet=_CASE_TRAPS, max_size=12),
+        st.sampled_from(["HTTPServer", "McDonald's", "I'LL", "ÀÉÎ", "A\u0301B\u0301c", "ǅx"]),
+        st.sampled_from(["(\u0301\n/", "'\u0301", " '", "\u02b0A", "中A", "<|endoftext|>"]),
+        st.text(alphabet=_SEGMENT_TRAPS, max_size=12),
+        st.sampled_from(["(abcé", "((abc", " (abc", "゜は", "a  123", "1234中", "<｜User｜>"]),
+    ),
+    max_size=10,
+).map("".join)
+"""o200k's traps: words split by case, marks that are letters or punctuation, contractions as
+word suffixes, ``[\\r\\n/]*`` after punctuation; DeepSeek-V3's: digit groups and CJK runs
+as segments, a lone ASCII punctuation character taking ASCII letters, characters no class
+takes; added tokens next to them."""
 
 spliced_texts = st.lists(
     st.one_of(
@@ -38,7 +67,7 @@ spliced_texts = st.lists(
 """Added tokens next to what the predicate decides near a stretch's ends: whitespace runs
 (handed on, or not, at the end), contractions, digit groups, letters after punctuation."""
 
-adversarial = st.one_of(texts, long_texts, spliced_texts)
+adversarial = st.one_of(texts, long_texts, spliced_texts, case_texts)
 
 
 def differential(examples: int) -> settings:

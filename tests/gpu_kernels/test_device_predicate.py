@@ -18,15 +18,16 @@ from loadtest.agent_sessions.session import corpus
 from tests.gpu_kernels.conftest import FAMILIES, adversarial, differential, on_gpu
 from tests.gpu_kernels.host_build import HostBackend
 
-NAMES = ["qwen3", "llama3", "gpt2"]
+NAMES = ["qwen3", "llama3", "gpt2", "o200k"]
 
 
 def _check(backend: Backend, twin: TwinEncoder, family: str, text: str) -> None:
     points, _ = decode(marked(twin.plan.split.payload(text)))
-    classes, folds = twin.plan.classes.lookup(points)
-    expected = PREDICATES[family](classes, folds, points)
-    device_folds = exact_folds(points, folds) if family == "gpt2" else folds
-    assert np.array_equal(starts_on_device(family, classes, device_folds, backend), expected)
+    codes = twin.plan.classes.lookup(points)
+    expected = PREDICATES[family](codes, points)
+    if family == "gpt2":
+        codes = codes._replace(folds=exact_folds(points, codes.folds))
+    assert np.array_equal(starts_on_device(family, codes, points, backend), expected)
 
 
 @pytest.mark.parametrize("name", NAMES)
