@@ -5,7 +5,8 @@ ends, sentinels) are one thread per character reading at most four characters ba
 (``cl100k_local_starts``, ``gpt2_local_starts``); the run-level facts (digit offsets,
 whitespace runs) are ``run_scans`` on the backend's arrays, the code the twin runs on NumPy.
 o200k's starts are a state scan (``run_scans.scan_states``) over the transfer functions that
-``o200k_transfers`` writes one thread per character.
+``o200k_transfers`` writes one thread per character; DeepSeek-V3's are ``deepseek_starts``,
+array operations on the backend's arrays.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from gpu_kernels.backend import Backend, default_backend, per_item
 from gpu_kernels.char_classes import CharCodes, CodePoints, N
+from gpu_kernels.deepseek_starts import deepseek_starts
 from gpu_kernels.piece_starts import DIGITS_PER_PIECE, NEW, STATES, Flags
 from gpu_kernels.run_scans import (
     case_run_facts,
@@ -40,6 +42,8 @@ def device_starts(backend: Backend, family: str, codes: CharCodes, points: Any) 
         gpt2_whitespace_starts(classes, starts, xp)
         starts[0] = True
         return starts
+    if family == "deepseek_v3":
+        return deepseek_starts(codes, points, xp)
     offsets = xp.ascontiguousarray(run_offsets(classes == N, xp), dtype=xp.int64)
     if family == "o200k":
         transfers = xp.empty((n, STATES), dtype=xp.uint8)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from tokenizers import Tokenizer
 
-from app.tokenization.spec import spec_from_json
+from app.tokenization.spec import AddedToken, spec_from_json
 from gpu_kernels.byte_bpe import MergeTable
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import AddedSplit
@@ -37,16 +38,47 @@ class EncoderPlan:
         if len(steps) != _STEPS.get(family, 2):
             # spec accepts a trailing character-removing Split (GGUF); the twin does not do it
             raise UnsupportedTokenizer(f"pre-tokenizer of {len(steps)} steps for {family}")
-        flagged = [t for t in spec.added_tokens if t.strips or t.normalized]
-        if flagged:
-            # HF splits the non-normalized tokens off the raw text first, then the normalized
-            # ones off what is left; AddedSplit does one pass, and does not strip
+        stripping = [t.content for t in spec.added_tokens if t.strips]
+        if stripping:
             raise UnsupportedTokenizer(
-                f"{len(flagged)} added tokens with strip or normalized flags "
-                f"(e.g. {flagged[0].content!r})"
+                f"{len(stripping)} added tokens strip their neighbours (e.g. {stripping[0]!r})"
             )
+        normalizer = document.get("normalizer")
+        mixed = two_pass_conflict(spec.added_tokens, identity=_is_identity(normalizer))
+        if mixed is not None:
+            raise UnsupportedTokenizer(mixed)
         self.family: str = family
         added = {t["content"]: int(t["id"]) for t in document["added_tokens"]}
-        self.split = AddedSplit(added, tokenizer.normalizer, document.get("normalizer"))
+        self.split = AddedSplit(
+            added, None if _is_identity(normalizer) else tokenizer.normalizer, normalizer
+        )
         self.classes = classes or ClassTable()
         self.merges = MergeTable(document["model"])
+
+
+def two_pass_conflict(added: Sequence[AddedToken], *, identity: bool) -> str | None:
+    """Why one leftmost-longest pass over all added tokens (``AddedSplit``) may differ from
+    HF's two (the non-normalized tokens split off the raw text first, then the normalized ones
+    off each stretch left, normalized); None when it cannot.
+
+    With an identity normalizer the stretches are raw text.  If no normalized token holds a
+    non-normalized one or ends with a start of one, no match of a normalized token covers the
+    start of a non-normalized occurrence: the single pass takes exactly the first pass's
+    matches, and between them the second pass's, none of which crosses into the first's.
+    (The other way round is harmless: the token that starts first, or the longer, wins in both.)"""
+    normalized = [t.content for t in added if t.normalized]
+    if not normalized:
+        return None
+    if not identity:
+        return f"{len(normalized)} normalized added tokens under a normalizer"
+    raw = [t.content for t in added if not t.normalized]
+    ends = {x[i:] for x in normalized for i in range(1, len(x))}
+    for y in raw:
+        if any(y[:k] in ends for k in range(1, len(y))) or any(y in x for x in normalized):
+            return f"added token {y!r} overlaps a normalized one"
+    return None
+
+
+def _is_identity(normalizer: Any) -> bool:
+    """No normalizer, or an empty sequence of them."""
+    return normalizer is None or normalizer == {"type": "Sequence", "normalizers": []}

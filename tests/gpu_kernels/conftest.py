@@ -20,20 +20,20 @@ from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.host_build import HostBackend
 
 FAMILIES = {
-    "qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2", "o200k": "o200k"
+    "qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2", "o200k": "o200k",
+    "deepseek_v3": "deepseek_v3",
 }  # fmt: skip
 """The assets the twin covers, with their pre-tokenizer family (``app.tokenization.spec``)."""
-PIECE_FAMILIES = FAMILIES | {"deepseek_v3": "deepseek_v3"}
-"""Those whose predicate is proven piece for piece: DeepSeek-V3's too, though the twin refuses
-it for its added tokens (``plan``)."""
 
 on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
 
 _SPECIALS = [
     "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>",
-    "<|endofprompt|>", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+    "<|endofprompt|>", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>",
+    "｜DSML｜", "<｜/table>｜", "</think>",
 ]  # fmt: skip
-"""Added tokens of the covered vocabularies (each is plain text where its vocabulary lacks it)."""
+"""Added tokens of the covered vocabularies (each is plain text where its vocabulary lacks it):
+DeepSeek-V3's normalized ``<｜User｜>``, ``｜DSML｜`` and ``</think>`` next to its raw ones."""
 
 _CASE_TRAPS = "aZǅʰ中\u0301\u0300 \n'(/.1sSlLdD"
 """o200k's case classes (Ll, Lu, Lt, Lm, Lo, Mn), contraction letters, and what ends or

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 from gpu_kernels.char_classes import ClassTable, code_points
 from gpu_kernels.piece_starts import PREDICATES, piece_bounds
 from tests.adversarial import long_texts, texts
-from tests.gpu_kernels.conftest import PIECE_FAMILIES, case_texts, differential
+from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential
 
 # Contexts that reveal each class of an arbitrary character c: letter prefix and run,
 # digit grouping, whitespace hand-over, punctuation runs and newline absorption, contractions;
@@ -47,18 +47,18 @@ def test_every_character_in_revealing_contexts(
     class_table: ClassTable,
 ) -> None:
     text = context.format(char, char) + tail
-    got, expected = _pieces(reference(name), PIECE_FAMILIES[name], class_table, text)
+    got, expected = _pieces(reference(name), FAMILIES[name], class_table, text)
     assert got == expected
 
 
-@pytest.mark.parametrize("name", PIECE_FAMILIES)
+@pytest.mark.parametrize("name", FAMILIES)
 @differential(300)
 @given(text=st.one_of(texts, long_texts, case_texts).filter(bool))
 def test_adversarial_pieces(
     name: str, text: str, reference: Callable[[str], Tokenizer], class_table: ClassTable
 ) -> None:
     """Piece for piece (ids can hide a misplaced start: both halves may encode alike)."""
-    got, expected = _pieces(reference(name), PIECE_FAMILIES[name], class_table, text)
+    got, expected = _pieces(reference(name), FAMILIES[name], class_table, text)
     assert got == expected
 
 
@@ -71,5 +71,5 @@ def test_class_table_block_by_block(
     chars = [chr(c) for c in range(block << 12, (block + 1) << 12) if not 0xD800 <= c < 0xE000]
     contexts = _CONTEXTS + (_CASE_CONTEXTS if name == "o200k" else ())
     text = "\n".join(context.format(c, c) for c in chars for context in contexts)
-    got, expected = _pieces(reference(name), PIECE_FAMILIES[name], class_table, text)
+    got, expected = _pieces(reference(name), FAMILIES[name], class_table, text)
     assert got == expected
