@@ -3,23 +3,30 @@
 A check of a 1M-character prompt is ~0.9 s of CPU.  Run in a thread of the proxy it competes
 with the request path at the same priority: ``encode_batch`` does the work on a rayon thread,
 which a lower priority for the verifier's own thread does not reach, and parsing and comparing
-the ids holds the proxy's GIL.  The child runs under ``SCHED_IDLE`` (nice 19 where that is
-refused), one tokenizer thread, so it only takes CPU that nothing else wants.
+the ids holds the proxy's GIL.  The child (``child_main``) runs under ``SCHED_IDLE`` (nice 19
+where that is refused) with one tokenizer thread, so it only takes CPU that nothing else
+wants.
 
-The child keeps one ``Oracle`` per tokenizer; a tokenizer's JSON crosses over once per child.
-A child that dies (killed, out of memory) is replaced at the next check, and the check it was
-running is tried once more in the new one.
+It is a plain subprocess speaking pickles over its stdin and stdout, not ``multiprocessing``:
+a spawned ``multiprocessing`` child re-runs the parent's main script, which is the user's when
+the proxy is embedded in one.  It exits when its stdin closes, so it never outlives the proxy.
+It keeps one ``Oracle`` per tokenizer; a tokenizer's JSON crosses over once per child.  A child
+that dies (killed, out of memory) is replaced at the next check, and the check it was running
+is tried once more in the new one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import multiprocessing
+import logging
 import os
+import pickle
+import subprocess
+import sys
 import weakref
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import IO, Any
 
 import numpy as np
 import orjson
@@ -28,6 +35,11 @@ from tokenizers import Tokenizer
 from app.telemetry.oracle import Oracle, first_divergence
 from app.tokenization import SessionTokenizer
 from app.tokenization.reference import IdArray
+
+log = logging.getLogger("toksplice.shadow")
+
+_CLOSE_S = 10.0
+"""How long ``close`` waits for the child to finish its check and exit before killing it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +52,29 @@ class Divergence:
     """The ids checked."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Check:
+    key: int
+    serialized: str | None
+    """The tokenizer's JSON, sent with the first check of it that a child gets."""
+    text: str
+    sentinels: dict[str, str] | None
+    actual: bytes
+    """The ids checked: int32 bytes, or (``is_json``) the id JSON that went upstream."""
+    is_json: bool
+
+
 class OracleProcess:
     def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
+        self._child: subprocess.Popen[bytes] | None = None
         self._keys: weakref.WeakKeyDictionary[SessionTokenizer, int] = weakref.WeakKeyDictionary()
         self._next_key = itertools.count()
         self._loaded: set[int] = set()  # keys whose tokenizer the current child holds
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, once a check has started it."""
+        return None if self._child is None else self._child.pid
 
     def check(
         self,
@@ -60,62 +89,99 @@ class OracleProcess:
         when they are equal."""
         actual = (bytes(sent), True) if sent is not None else (ids.tobytes(), False)
         try:
-            return self._submit(tokenizer, text, sentinels, actual)
-        except BrokenProcessPool:
-            self._pool = None
-            return self._submit(tokenizer, text, sentinels, actual)
+            return self._ask(tokenizer, text, sentinels, actual)
+        except (EOFError, OSError):
+            log.warning("the shadow verifier's child process died; starting another")
+            self._stop()
+            return self._ask(tokenizer, text, sentinels, actual)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        if self._child is not None:
+            self._stop()
 
-    def _submit(
+    def _ask(
         self,
         tokenizer: SessionTokenizer,
         text: str,
         sentinels: dict[str, str] | None,
         actual: tuple[bytes, bool],
     ) -> Divergence | None:
-        if self._pool is None:
-            context = multiprocessing.get_context("spawn")  # no fork of a threaded process
-            self._pool = ProcessPoolExecutor(1, context, initializer=_idle_child)
-            self._loaded.clear()
+        child = self._child or self._start()
+        assert child.stdin is not None and child.stdout is not None
         key = self._keys.get(tokenizer)
         if key is None:
             key = self._keys[tokenizer] = next(self._next_key)
         serialized = None if key in self._loaded else tokenizer.reference.tokenizer.to_str()
-        future = self._pool.submit(_check_in_child, key, serialized, text, sentinels, *actual)
-        divergence = future.result()
+        pickle.dump(_Check(key, serialized, text, sentinels, *actual), child.stdin, protocol=5)
+        child.stdin.flush()
+        answer: Divergence | str | None = pickle.load(child.stdout)
+        if isinstance(answer, str):
+            raise RuntimeError(f"the shadow verifier's child failed: {answer}")
         self._loaded.add(key)
-        return divergence
+        return answer
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self._loaded.clear()
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", f"from {__name__} import child_main; child_main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        log.info("shadow verifier child process started (pid %d)", self._child.pid)
+        return self._child
+
+    def _stop(self) -> None:
+        child, self._child = self._child, None
+        assert child is not None and child.stdin is not None and child.stdout is not None
+        with contextlib.suppress(OSError):  # it may be gone already
+            child.stdin.close()  # the child's end of input: it exits
+        try:
+            child.wait(_CLOSE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        child.stdout.close()
 
 
-_ORACLES: dict[int, Oracle] = {}
-"""In the child: key -> the oracle of that tokenizer."""
+def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    """The child: answers each check with a ``Divergence``, None, or the error's text."""
+    oracles: dict[int, Oracle] = {}
+    while True:
+        try:
+            check: _Check = pickle.load(requests)
+        except EOFError:
+            return
+        answer: Any
+        try:
+            answer = _checked(oracles, check)
+        except Exception as exc:  # the parent logs it; the child serves on
+            answer = f"{type(exc).__name__}: {exc}"
+        pickle.dump(answer, answers, protocol=5)
+        answers.flush()
 
 
-def _idle_child() -> None:
+def _checked(oracles: dict[int, Oracle], check: _Check) -> Divergence | None:
+    oracle = oracles.get(check.key)
+    if oracle is None:
+        assert check.serialized is not None, "the parent sends a tokenizer the child lacks"
+        oracle = oracles[check.key] = Oracle(Tokenizer.from_str(check.serialized))
+    expected = oracle.ids(check.text, check.sentinels)
+    ids = (
+        np.asarray(orjson.loads(b"[" + check.actual + b"]"), dtype=np.int32)
+        if check.is_json
+        else np.frombuffer(check.actual, dtype=np.int32)
+    )
+    index = first_divergence(expected, ids)
+    return None if index is None else Divergence(index, expected, ids)
+
+
+def child_main() -> None:
+    """The child process: idle priority, one tokenizer thread, checks from stdin."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread: the CPU budget counts one core
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         os.nice(19)
-
-
-def _check_in_child(
-    key: int, serialized: str | None, text: str, sentinels: dict[str, str] | None,
-    actual: bytes, is_json: bool,
-) -> Divergence | None:  # fmt: skip
-    oracle = _ORACLES.get(key)
-    if oracle is None:
-        assert serialized is not None, "the parent sends a tokenizer the child has not seen"
-        oracle = _ORACLES[key] = Oracle(Tokenizer.from_str(serialized))
-    expected = oracle.ids(text, sentinels)
-    ids = (
-        np.asarray(orjson.loads(b"[" + actual + b"]"), dtype=np.int32)
-        if is_json
-        else np.frombuffer(actual, dtype=np.int32)
-    )
-    index = first_divergence(expected, ids)
-    return None if index is None else Divergence(index, expected, ids)
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # nothing printed may corrupt the answers
+    _serve(sys.stdin.buffer, answers)

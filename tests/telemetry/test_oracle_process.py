@@ -3,9 +3,11 @@ child that dies is replaced without losing the check."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,14 +33,10 @@ def qwen(assets: dict[str, Path]) -> SessionTokenizer:
     return SessionTokenizer.from_file(assets["qwen3"])
 
 
-def child_pids() -> set[int]:
-    return {child.pid for child in multiprocessing.active_children() if child.pid is not None}
-
-
 def test_the_child_only_takes_idle_cpu(oracle: OracleProcess, qwen: SessionTokenizer) -> None:
-    before = child_pids()
     assert oracle.check(qwen, TEXT, None, qwen.encode(TEXT).ids, None) is None
-    [child] = child_pids() - before
+    child = oracle.pid
+    assert child is not None
     idle = os.sched_getscheduler(child) == os.SCHED_IDLE
     assert idle or os.getpriority(os.PRIO_PROCESS, child) == 19
     assert os.sched_getscheduler(0) != os.SCHED_IDLE  # the proxy itself is untouched
@@ -68,15 +66,51 @@ def test_a_dead_child_is_replaced_and_the_check_still_made(
 ) -> None:
     llama = SessionTokenizer.from_file(assets["llama3"])
     exact = qwen.encode(TEXT).ids
-    before = child_pids()
     assert oracle.check(qwen, TEXT, None, exact, None) is None
-    [child] = child_pids() - before
+    child = oracle.pid
+    assert child is not None
     os.kill(child, signal.SIGKILL)
     wrong = exact.copy()
     wrong[0] += 1
     found = oracle.check(qwen, TEXT, None, wrong, None)  # the new child has no tokenizer yet
     assert found is not None and found.index == 0
-    [replacement] = child_pids() - before
-    assert replacement != child
+    assert oracle.pid not in (None, child)
     assert oracle.check(llama, TEXT, None, llama.encode(TEXT).ids, None) is None
     assert oracle.check(qwen, TEXT, None, exact, None) is None
+
+
+def test_the_child_never_outlives_the_proxy_nor_reruns_its_script(
+    assets: dict[str, Path], tmp_path: Path
+) -> None:
+    """A script without a main guard embedding the proxy: its check works (the child does
+    not run the script again), and once it is killed its child exits too."""
+    script = tmp_path / "embedding.py"
+    script.write_text(
+        "import sys, time\n"
+        "from app.telemetry.oracle_process import OracleProcess\n"
+        "from app.tokenization import SessionTokenizer\n"
+        f"tok = SessionTokenizer.from_file({str(assets['smollm2'])!r})\n"
+        "oracle = OracleProcess()\n"
+        "assert oracle.check(tok, 'hi there', None, tok.encode('hi there').ids, None) is None\n"
+        "print(oracle.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proxy = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env)
+    assert proxy.stdout is not None
+    child = int(proxy.stdout.readline())
+    proxy.kill()
+    proxy.wait()
+    for _ in range(100):
+        if not Path(f"/proc/{child}").exists() or "Z" in status(child):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"child {child} still runs: {status(child)}")
+
+
+def status(pid: int) -> str:
+    """The process's state letter from /proc (a zombie has exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
