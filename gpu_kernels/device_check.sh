@@ -10,5 +10,5 @@ PY="${PYTHON:-python}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/gpu_kernels
 tests=$?
-"$PY" loadtest/bench_gpu.py --chars 1000000,4000000 --tokenizers llama3,qwen3,gpt2,o200k
+"$PY" loadtest/bench_gpu.py --chars 1000000,4000000 --tokenizers llama3,qwen3,gpt2,o200k,deepseek_v3
 exit $(( tests || $? ))

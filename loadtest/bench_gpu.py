@@ -1,6 +1,7 @@
 """The GPU cold-start encoder against the reference, measured in one run (needs a GPU).
 
-    python loadtest/bench_gpu.py [--chars 1000000,4000000] [--tokenizers llama3,qwen3,gpt2,o200k]
+    python loadtest/bench_gpu.py [--chars 1000000,4000000]
+                                 [--tokenizers llama3,qwen3,gpt2,o200k,deepseek_v3]
 
 For each tokenizer and size, one generated agent transcript (loadtest/agent_sessions
 ``corpus``, added tokens included; it plants decomposed accents, so a tokenizer with a
@@ -51,7 +52,7 @@ _COLUMNS = ("ref enc", "ref fast", "ref batch", "gpu", "host")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chars", default="1000000,4000000")
-    parser.add_argument("--tokenizers", default="llama3,qwen3,gpt2,o200k")
+    parser.add_argument("--tokenizers", default="llama3,qwen3,gpt2,o200k,deepseek_v3")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="kernel times per row")
     args = parser.parse_args()
