@@ -16,6 +16,7 @@ from app.tokenization.store import SessionKey, SessionState
 from tests.services import RedisServer
 from tests.tokenization.stored_states import KEY, read, same, write
 
+
 def keys(test: str) -> list[SessionKey]:
     """Three sessions of one test (the server is shared by all tests)."""
     return [("t", f"s:{test}-{k}") for k in range(3)]
