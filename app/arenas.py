@@ -4,10 +4,11 @@ glibc gives threads arenas of their own (up to eight per core), and memory a thr
 stays in its arena for that arena's next allocations.  The proxy's large blocks come from the
 arenas rather than fresh mappings (``RenderCache.make_room`` raises the mmap threshold so that
 prompts do not fault in new pages), so every worker thread that once rendered or encoded a
-long transcript keeps that much free memory in an arena of its own.  Measured in a Redis soak
-(16 sessions of 100K characters, 100 calls/s): RSS rose 76 MB over four minutes, all of it
-free memory in 15 thread arenas, then stayed flat; with two arenas it rose 43 MB to a plateau
-70 MB lower.  ``MALLOC_ARENA_MAX`` in the environment, if set, is left to glibc.
+long transcript keeps that much free memory in an arena of its own.  In a Redis soak (16
+sessions of 100K characters, 100 calls/s) RSS rose 76 MB in four minutes, then stayed flat:
+the growth was the 15 thread arenas' heaps, 109 MB of whose 122 MB were free.  With two
+arenas it rose 52 MB in three minutes to a plateau 70 MB lower, at the same latency.
+``MALLOC_ARENA_MAX`` in the environment, if set, is left to glibc.
 """
 
 from __future__ import annotations
