@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         return assets.main(["--dir", str(args.dir)] if args.dir else [])
     if args.command in ("serve", "demo"):
         from app import serve
+        from app.arenas import limit_arenas
+
+        limit_arenas()
 
         if args.command == "demo":
             return serve.demo(port=args.port, once=args.once, threads=args.threads)

@@ -18,8 +18,10 @@ encoding the whole transcript.
   state is written whole instead).  A new base replaces the hash once the deltas would
   outweigh it or number ``_MAX_DELTAS``.  Both scripts keep a write only if its version is
   newer than the stored one, and set the TTL: a queued write is coalesced with the next one of
-  the same session, and two replicas writing one session leave the newer encode.  Pending
-  writes are bounded in bytes; past that the oldest is dropped (counted).
+  the same session, and two replicas writing one session leave the newer encode.  The writer
+  lets writes gather for ``batch_s``, then sends all queued ones in one pipeline (a record
+  queued while its parent is being written extends that parent).  Pending writes are bounded
+  in bytes; past that the oldest is dropped (counted).
 * **Faults**: every Redis error (refused, timeout, reset, bad reply) is counted and opens a
   short breaker during which Redis is not asked at all: the proxy serves from the local tier
   or encodes in full, with exact ids and no error to the client.  Sockets time out quickly
@@ -113,31 +115,34 @@ class RedisStore:
         timeout_s: float = 0.1,
         breaker_s: float = 1.0,
         pending_bytes: int = 256 << 20,
+        batch_s: float = 0.01,
         prefix: str = "toksplice",
     ) -> None:
-        """``tokenizer`` is ``store_entry.fingerprint`` of the tokenizer.json in use."""
+        """``tokenizer`` is ``store_entry.fingerprint`` of the tokenizer.json in use;
+        ``batch_s``: how long the writer lets writes gather before a round trip."""
         self.local = local
         self._tokenizer = tokenizer
         self._namespace = f"{prefix}:{tokenizer.hex()}:".encode()
         self._ttl_ms = max(1, int(ttl_s * 1000))
         self._breaker_s = breaker_s
         self._pending_max = pending_bytes
+        self._batch_s = batch_s
         self._redis = redis.Redis.from_url(
             url,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
         )
-        self._write_base = self._redis.register_script(_WRITE_BASE)
-        self._append_delta = self._redis.register_script(_APPEND_DELTA)
         self._lock = threading.Condition()
         self._pending: OrderedDict[SessionKey, _Pending] = OrderedDict()
         self._heads: dict[SessionKey, _Head] = {}
+        self._inflight: dict[SessionKey, SessionState | None] = {}
+        """The batch being written: a write queued meanwhile extends its state."""
         self._sweep_at = _SWEEP_MIN
         self._pending_bytes = 0
         self._open_until = 0.0
         self._closing = False
-        self._writing = False
+        self._flushing = 0
         self._counts: Counter[str] = Counter()
         self._writer = threading.Thread(target=self._write_loop, name="redis-store", daemon=True)
         self._writer.start()
@@ -189,11 +194,16 @@ class RedisStore:
         """Wait until every queued write was attempted; False on timeout."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            while self._pending or self._writing:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(left)
+            self._flushing += 1
+            self._lock.notify_all()
+            try:
+                while self._pending or self._inflight:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._lock.wait(left)
+            finally:
+                self._flushing -= 1
         return True
 
     def close(self) -> None:
@@ -227,89 +237,122 @@ class RedisStore:
             if old is not None:
                 self._pending_bytes -= _size(old.state)
                 self._counts["coalesced"] += 1
-            head = self._heads.get(key)
-            # The state a delta would apply to must outlive the local tier's copy until then.
-            parent = head.state() if head is not None else None
+            # The state a record would apply to (the one being written, else the stored head)
+            # must outlive the local tier's copy until then.
+            if key in self._inflight:
+                parent = self._inflight[key]
+            else:
+                head = self._heads.get(key)
+                parent = head.state() if head is not None else None
             self._pending[key] = _Pending(version, state, parent)
             self._pending_bytes += _size(state)
             while self._pending_bytes > self._pending_max and len(self._pending) > 1:
                 _, dropped = self._pending.popitem(last=False)
                 self._pending_bytes -= _size(dropped.state)
                 self._counts["writes_dropped"] += 1
-            self._lock.notify_all()
+            if len(self._pending) == 1:
+                self._lock.notify_all()  # the writer waits for a first write, not for more
 
     def _write_loop(self) -> None:
         while True:
             with self._lock:
                 while not self._pending and not self._closing:
                     self._lock.wait()
+                # Let a few more writes join this round trip, unless someone waits for them.
+                deadline = time.monotonic() + self._batch_s
+                while not (self._closing or self._flushing):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._lock.wait(left)
                 if self._closing:
                     return
-                key, pending = self._pending.popitem(last=False)
-                self._pending_bytes -= _size(pending.state)
-                self._writing = True
+                batch = list(self._pending.items())
+                self._pending.clear()
+                self._pending_bytes = 0
+                self._inflight = {key: pending.state for key, pending in batch}
             try:
-                self._write(key, pending)
+                self._write_batch(batch)
             finally:
                 with self._lock:
-                    self._writing = False
+                    self._inflight = {}
                     self._lock.notify_all()
 
-    def _write(self, key: SessionKey, pending: _Pending) -> None:
+    def _write_batch(self, batch: list[tuple[SessionKey, _Pending]]) -> None:
+        """Store a batch in one round trip, and in a second one, whole, the states whose
+        records Redis refused (their parent is no longer the stored head)."""
         if not self._available():
-            self._count("writes_skipped")
+            self._count("writes_skipped", len(batch))
             return
-        name, version = self._key(key), str(pending.version)
         try:
-            if pending.state is None:
-                self._redis.delete(name)
-                with self._lock:
-                    self._heads.pop(key, None)
-            elif not self._write_delta(key, name, version, pending.state, pending.parent):
-                entry = store_entry.encode(pending.state, self._tokenizer)
-                digest = store_entry.digest(entry)
-                kept = self._write_base(keys=[name], args=(version, digest, entry, self._ttl_ms))
-                self._wrote(key, kept, _Head(weakref.ref(pending.state), digest), delta=False)
+            rebase = self._send(batch, deltas=True)
+            if rebase:
+                self._send(rebase, deltas=False)
         except redis.RedisError:
             self._failed()
 
-    def _write_delta(
-        self,
-        key: SessionKey,
-        name: bytes,
-        version: str,
-        state: SessionState,
-        parent: SessionState | None,
-    ) -> bool:
-        """Append a delta against the session's head; False when a base is due instead: no
-        head (or not the pinned parent), a chain long or heavy enough, or another head stored."""
-        with self._lock:
-            head = self._heads.get(key)
-        if parent is None or head is None or head.deltas >= _MAX_DELTAS:
-            return False
-        if head.state() is not parent:
-            return False
-        record = store_delta.encode(parent, head.digest, state)
-        size = head.delta_bytes + len(record)
-        if size > _full_size(state):
-            return False
-        digest = store_delta.digest(record)
-        args = (version, head.digest, digest, record, self._ttl_ms)
-        kept = self._append_delta(keys=[name], args=args)
-        if kept == -1:
-            self._count("rebased")
-            return False
-        self._wrote(key, kept, _Head(weakref.ref(state), digest, head.deltas + 1, size), delta=True)
-        return True
+    def _send(
+        self, batch: list[tuple[SessionKey, _Pending]], *, deltas: bool
+    ) -> list[tuple[SessionKey, _Pending]]:
+        """One pipeline of the batch's writes; returns those whose record Redis refused.
 
-    def _wrote(self, key: SessionKey, kept: int, head: _Head, *, delta: bool) -> None:
+        A reply that is an error fails only its own write (counted, breaker opened); a
+        connection lost midway raises, and no head moves: writes Redis did apply are then
+        unknown here, so the next record of those sessions names a parent Redis no longer
+        holds and is refused, and the state is written whole."""
         with self._lock:
-            if kept:
-                self._counts["writes"] += 1
-                self._counts["deltas"] += delta
-                self._remember(key, head)
-            else:
-                self._counts["writes_superseded"] += 1
+            heads = [self._heads.get(key) if deltas else None for key, _ in batch]
+        pipe = self._redis.pipeline(transaction=False)
+        after = [
+            self._command(pipe, key, p, head) for (key, p), head in zip(batch, heads, strict=True)
+        ]
+        replies = pipe.execute(raise_on_error=False)
+        rebase = []
+        errors = 0
+        with self._lock:
+            self._counts["batches"] += 1
+            for (key, pending), head, reply in zip(batch, after, replies, strict=True):
+                if isinstance(reply, Exception):
+                    errors += 1
+                elif head is None:
+                    self._heads.pop(key, None)
+                elif reply == -1:
+                    self._counts["rebased"] += 1
+                    rebase.append((key, pending))
+                elif reply:
+                    self._counts["writes"] += 1
+                    self._counts["deltas"] += head.deltas > 0
+                    self._remember(key, head)
+                else:
+                    self._counts["writes_superseded"] += 1
+        if errors:
+            self._failed(errors)
+        return rebase
+
+    def _command(
+        self, pipe: redis.client.Pipeline, key: SessionKey, pending: _Pending, head: _Head | None
+    ) -> _Head | None:
+        """Queue one write: a delete, a record onto ``head`` when one is due, else the state
+        whole.  Returns the head the write leaves (None: deleted)."""
+        name, version, state = self._key(key), str(pending.version), pending.state
+        if state is None:
+            pipe.delete(name)
+            return None
+        record = _record(head, state, pending.parent)
+        if head is not None and record is not None:
+            after = _Head(
+                weakref.ref(state),
+                store_delta.digest(record),
+                head.deltas + 1,
+                head.delta_bytes + len(record),
+            )
+            args = (version, head.digest, after.digest, record, self._ttl_ms)
+            pipe.eval(_APPEND_DELTA, 1, name, *args)
+            return after
+        entry = store_entry.encode(state, self._tokenizer)
+        digest = store_entry.digest(entry)
+        pipe.eval(_WRITE_BASE, 1, name, version, digest, entry, self._ttl_ms)
+        return _Head(weakref.ref(state), digest)
 
     def _remember(self, key: SessionKey, head: _Head) -> None:
         """Record a session's head (lock held); now and then forget those whose state died."""
@@ -326,14 +369,14 @@ class RedisStore:
     def _available(self) -> bool:
         return time.monotonic() >= self._open_until
 
-    def _failed(self) -> None:
+    def _failed(self, errors: int = 1) -> None:
         with self._lock:
-            self._counts["errors"] += 1
+            self._counts["errors"] += errors
             self._open_until = time.monotonic() + self._breaker_s
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
-            self._counts[name] += 1
+            self._counts[name] += n
 
 
 _SWEEP_MIN = 1024
@@ -341,6 +384,15 @@ _SWEEP_MIN = 1024
 
 def _size(state: SessionState | None) -> int:
     return 0 if state is None else state.nbytes
+
+
+def _record(head: _Head | None, state: SessionState, parent: SessionState | None) -> bytes | None:
+    """The record that extends ``head`` to ``state``, or None when a base is due instead: no
+    head (or not the pinned parent), a chain long or heavy enough."""
+    if parent is None or head is None or head.deltas >= _MAX_DELTAS or head.state() is not parent:
+        return None
+    record = store_delta.encode(parent, head.digest, state)
+    return record if head.delta_bytes + len(record) <= _full_size(state) else None
 
 
 def _full_size(state: SessionState) -> int:

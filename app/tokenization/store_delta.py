@@ -167,14 +167,26 @@ def _copies(parent: SessionState, state: SessionState) -> list[tuple[int, int, i
         span = min(last - first, len(state.ids) - at)
         if at < cursor or span < _MIN_COPY:
             continue
-        differs = (parent.ids[first : first + span] != state.ids[at : at + span]) | (
-            parent.ends[first : first + span] + np.int32(shift) != state.ends[at : at + span]
-        )
-        count = int(differs.argmax()) if differs.any() else span
+        if shift == 0 and first == at and _same_memory(parent, state):
+            count = span
+        else:
+            differs = (parent.ids[first : first + span] != state.ids[at : at + span]) | (
+                parent.ends[first : first + span] + np.int32(shift) != state.ends[at : at + span]
+            )
+            count = int(differs.argmax()) if differs.any() else span
         if count >= _MIN_COPY:
             found.append((first, at, count))
             cursor = at + count
     return found
+
+
+def _same_memory(a: SessionState, b: SessionState) -> bool:
+    """Whether both states' ids and ends are one memory each, so equal wherever both reach:
+    an appended state's arrays usually extend its parent's in place (``growable``)."""
+    return all(
+        x.dtype == y.dtype and x.strides == y.strides and x.ctypes.data == y.ctypes.data
+        for x, y in ((a.ids, b.ids), (a.ends, b.ends))
+    )
 
 
 def _start(state: SessionState, token: int) -> int:

@@ -10,7 +10,9 @@ import pytest
 
 from app.tokenization.incremental_bpe import IncrementalBPE
 from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import MemoryStore
+from app.tokenization.store import MemoryStore, SessionState
+from loadtest.agent_sessions import MARKUPS, session_calls
+from loadtest.redis_writes import stored_states
 from tests.services import RedisServer
 from tests.tokenization.stored_states import FINGERPRINT
 
@@ -22,6 +24,15 @@ def incremental_bpe(
     """``name -> IncrementalBPE`` for the assets, tables built once per test session."""
     cache = tmp_path_factory.mktemp("ibpe-cache")
     return functools.cache(lambda name: IncrementalBPE.from_file(assets[name], cache_dir=cache))
+
+
+@pytest.fixture(scope="session")
+def states(assets: dict[str, Path]) -> list[SessionState]:
+    """Twelve successive calls of one agent session (~20K characters), as a session tokenizer
+    stores them (appends extend their parent's arrays in place)."""
+    return stored_states(
+        assets["qwen3"], session_calls(8, MARKUPS["qwen3"], target_chars=20_000, max_calls=12)
+    )
 
 
 @pytest.fixture

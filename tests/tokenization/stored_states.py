@@ -7,11 +7,24 @@ import functools
 import numpy as np
 from tokenizers import Tokenizer
 
+from app.tokenization.redis_store import RedisStore
 from app.tokenization.reference import ReferenceEncoder
-from app.tokenization.store import SessionState
+from app.tokenization.store import SessionKey, SessionState
 
 FINGERPRINT = b"\x01" * 8
 """The tokenizer fingerprint the tests' stores run under."""
+KEY: SessionKey = ("t", "s:deltas")
+
+
+def write(store: RedisStore, state: SessionState, key: SessionKey = KEY) -> None:
+    store.put(key, state)
+    assert store.flush()
+
+
+def read(reader: RedisStore, key: SessionKey = KEY) -> SessionState | None:
+    """What a replica finds that does not hold the session locally."""
+    reader.local.drop(key)
+    return reader.get(key)
 
 
 def state_of(ref: Tokenizer, text: str) -> SessionState:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,32 +17,11 @@ from app.tokenization import redis_store
 from app.tokenization.redis_store import RedisStore
 from app.tokenization.store import SessionKey, SessionState
 from loadtest.agent_sessions import MARKUPS, session_calls
-from loadtest.redis_writes import stored_states
 from tests.adversarial import grown_texts
 from tests.services import RedisServer
-from tests.tokenization.stored_states import same, state_of
+from tests.tokenization.stored_states import KEY, read, same, state_of, write
 
-KEY: SessionKey = ("t", "s:deltas")
 OTHER: SessionKey = ("t", "s:other")
-
-
-@pytest.fixture(scope="module")
-def states(assets: dict[str, Path]) -> list[SessionState]:
-    """Twelve successive calls of one agent session (~20K characters)."""
-    return stored_states(
-        assets["qwen3"], session_calls(8, MARKUPS["qwen3"], target_chars=20_000, max_calls=12)
-    )
-
-
-def write(store: RedisStore, state: SessionState, key: SessionKey = KEY) -> None:
-    store.put(key, state)
-    assert store.flush()
-
-
-def read(reader: RedisStore, key: SessionKey = KEY) -> SessionState | None:
-    """What a replica finds that does not hold the session locally."""
-    reader.local.drop(key)
-    return reader.get(key)
 
 
 def fields(redis_server: RedisServer, key: SessionKey = KEY) -> tuple[bytes, dict[bytes, bytes]]:
