@@ -70,6 +70,7 @@ class OracleProcess:
         self._keys: weakref.WeakKeyDictionary[SessionTokenizer, int] = weakref.WeakKeyDictionary()
         self._next_key = itertools.count()
         self._loaded: set[int] = set()  # keys whose tokenizer the current child holds
+        self._killed = False
 
     @property
     def pid(self) -> int | None:
@@ -91,11 +92,21 @@ class OracleProcess:
         try:
             return self._ask(tokenizer, text, sentinels, actual)
         except (EOFError, OSError):
+            if self._killed:
+                raise
             log.warning("the shadow verifier's child process died; starting another")
             self._stop()
             return self._ask(tokenizer, text, sentinels, actual)
 
+    def kill(self) -> None:
+        """Cuts a check in flight short (it raises) and starts no other child (any thread)."""
+        self._killed = True
+        child = self._child
+        if child is not None:
+            child.kill()
+
     def close(self) -> None:
+        """Stops the child once its check in flight (if any) is done."""
         if self._child is not None:
             self._stop()
 
@@ -106,6 +117,8 @@ class OracleProcess:
         sentinels: dict[str, str] | None,
         actual: tuple[bytes, bool],
     ) -> Divergence | None:
+        if self._killed:
+            raise RuntimeError("the shadow verifier's child was stopped")
         child = self._child or self._start()
         assert child.stdin is not None and child.stdout is not None
         key = self._keys.get(tokenizer)
@@ -149,7 +162,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     while True:
         try:
             check: _Check = pickle.load(requests)
-        except EOFError:
+        except (EOFError, pickle.UnpicklingError):  # the proxy is gone, maybe mid-write
             return
         answer: Any
         try:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("toksplice.telemetry")
 
 _QUEUE = 4096
+_SHADOW_CLOSE_S = 5.0
+"""How long a shutdown lets the shadow verifier finish its queued checks."""
 
 
 class Telemetry:
@@ -48,7 +50,7 @@ class Telemetry:
         """Records what was observed, flushes the exporters, stops the workers."""
         self._records.put(None)
         self._worker.join(timeout=30)
-        self.shadow.close()
+        self.shadow.close(_SHADOW_CLOSE_S)
         if self.export is not None:
             self.export.shutdown()
 

@@ -64,6 +64,7 @@ class ShadowVerifier:
         self._rate = settings.shadow_rate
         self._rest_per_busy = 1 / settings.shadow_cpu - 1
         self._closing = threading.Event()
+        self._abandon = threading.Event()
         self._repro_dir = settings.shadow_repro_dir
         self._disable_on_divergence = settings.shadow_disable_on_divergence
         self._metrics = metrics
@@ -97,21 +98,38 @@ class ShadowVerifier:
         except queue.Full:
             self._metrics.shadow_drops.inc()
 
-    def close(self) -> None:
-        """Finishes the checks already queued, then stops the worker."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Finishes the checks already queued, then stops the worker and the child; with
+        ``timeout_s``, what is not done by then is dropped (and counted), the check running
+        cut short, so that a full queue of long checks cannot hold up a shutdown."""
         if self._worker.is_alive():
             self._closing.set()  # no more rests: finish the queue
-            self._jobs.put(None)
-            self._worker.join(timeout=30)
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            try:
+                self._jobs.put(None, timeout=timeout_s)
+                self._worker.join(None if deadline is None else deadline - time.monotonic())
+            except queue.Full:
+                pass
+            if self._worker.is_alive():
+                self._abandon.set()
+                self._oracle.kill()
+                self._jobs.put(None)  # the worker drops the rest: there is room soon
+                self._worker.join()
         self._oracle.close()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
+            if self._abandon.is_set():
+                self._metrics.shadow_drops.inc()
+                continue
             started = self._clock()
             try:
                 self._check(job)
             except Exception:
-                log.exception("shadow check failed")
+                if self._abandon.is_set():
+                    self._metrics.shadow_drops.inc()
+                else:
+                    log.exception("shadow check failed")
             self._closing.wait((self._clock() - started) * self._rest_per_busy)
 
     def _check(self, job: ShadowJob) -> None:

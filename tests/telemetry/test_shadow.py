@@ -186,3 +186,21 @@ def test_close_finishes_the_queue_without_resting(assets: dict[str, Path], tmp_p
         shadow.offer(tok, "t/d", "hello world " * 200, encoding, None)
     shadow.close()
     assert count(metrics, "toksplice_shadow_checks_total") == 5
+
+
+def test_a_bounded_close_drops_what_it_cannot_finish(
+    assets: dict[str, Path], tmp_path: Path
+) -> None:
+    """A shutdown does not wait for a full queue of long checks: after ``timeout_s`` the rest
+    is dropped and counted, the running check cut short, the child stopped."""
+    tok = SessionTokenizer.from_file(assets["qwen3"])
+    shadow, metrics = verifier(tmp_path, shadow_queue=8)
+    text = "a long prompt to check, again and again " * 8000
+    encoding = tok.encode(text, session="t/e")
+    for _ in range(8):
+        shadow.offer(tok, "t/e", text, encoding, None)
+    shadow.close(timeout_s=0.2)
+    checks = count(metrics, "toksplice_shadow_checks_total")
+    drops = count(metrics, "toksplice_shadow_drops_total")
+    assert checks + drops == 8 and drops >= 1
+    assert shadow._oracle.pid is None  # no child left behind
