@@ -50,9 +50,6 @@ def main(argv: list[str] | None = None) -> int:
         return assets.main(["--dir", str(args.dir)] if args.dir else [])
     if args.command in ("serve", "demo"):
         from app import serve
-        from app.arenas import limit_arenas
-
-        limit_arenas()
 
         if args.command == "demo":
             return serve.demo(port=args.port, once=args.once, threads=args.threads)
@@ -138,7 +135,7 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         type=float,
         help="share of one core the shadow verifier uses at most, on average (default 0.25)",
     )
-    add("--shadow-queue", type=int, help="pending shadow checks before dropping (default 64)")
+    add("--shadow-queue", type=int, help="pending shadow checks before dropping (default 4)")
     add(
         "--shadow-repro-dir",
         type=Path,

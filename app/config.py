@@ -101,8 +101,9 @@ class Settings:
     """Share of one core the shadow verifier uses at most, on average: after a check of t
     seconds it rests t * (1 / shadow_cpu - 1) (1: no rest).  Its checks run at idle CPU
     priority besides, so they never take a core the request path wants."""
-    shadow_queue: int = 64
-    """Pending shadow checks; requests sampled while it is full are dropped (and counted)."""
+    shadow_queue: int = 4
+    """Pending shadow checks, each holding a copy of its prompt (in a buffer reused from check
+    to check); requests sampled while all are taken are dropped (and counted)."""
     shadow_repro_dir: Path = Path("toksplice-repro")
     """Where a divergence's reproduction (text and ids: user content) is written."""
     shadow_disable_on_divergence: bool = False

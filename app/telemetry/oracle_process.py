@@ -38,6 +38,8 @@ from app.tokenization.reference import IdArray
 
 log = logging.getLogger("toksplice.shadow")
 
+Buffer = bytes | bytearray | memoryview
+
 _CLOSE_S = 10.0
 """How long ``close`` waits for the child to finish its check and exit before killing it."""
 
@@ -54,14 +56,16 @@ class Divergence:
 
 @dataclass(frozen=True, slots=True)
 class _Check:
+    """What precedes a check's bytes on the wire: the text's UTF-8, then the ids checked."""
+
     key: int
     serialized: str | None
     """The tokenizer's JSON, sent with the first check of it that a child gets."""
-    text: str
     sentinels: dict[str, str] | None
-    actual: bytes
-    """The ids checked: int32 bytes, or (``is_json``) the id JSON that went upstream."""
+    text_bytes: int
+    actual_bytes: int
     is_json: bool
+    """The ids checked are the id JSON that went upstream (else int32 bytes)."""
 
 
 class OracleProcess:
@@ -80,23 +84,23 @@ class OracleProcess:
     def check(
         self,
         tokenizer: SessionTokenizer,
-        text: str,
+        utf8: Buffer,
         sentinels: dict[str, str] | None,
         ids: IdArray,
-        sent: bytes | memoryview | None,
+        sent: Buffer | None,
     ) -> Divergence | None:
         """Compares ``sent`` (the ids' JSON text, when that is what went upstream) or else
-        ``ids`` with the reference's ids of ``text``; blocks until the child answers.  None
-        when they are equal."""
-        actual = (bytes(sent), True) if sent is not None else (ids.tobytes(), False)
+        ``ids`` with the reference's ids of the text ``utf8`` holds; blocks until the child
+        answers.  None when they are equal."""
+        actual = np.ascontiguousarray(ids).view(np.uint8).data if sent is None else sent
         try:
-            return self._ask(tokenizer, text, sentinels, actual)
+            return self._ask(tokenizer, utf8, sentinels, actual, sent is not None)
         except (EOFError, OSError):
             if self._killed:
                 raise
             log.warning("the shadow verifier's child process died; starting another")
             self._stop()
-            return self._ask(tokenizer, text, sentinels, actual)
+            return self._ask(tokenizer, utf8, sentinels, actual, sent is not None)
 
     def kill(self) -> None:
         """Cuts a check in flight short (it raises) and starts no other child (any thread)."""
@@ -113,9 +117,10 @@ class OracleProcess:
     def _ask(
         self,
         tokenizer: SessionTokenizer,
-        text: str,
+        utf8: Buffer,
         sentinels: dict[str, str] | None,
-        actual: tuple[bytes, bool],
+        actual: Buffer,
+        is_json: bool,
     ) -> Divergence | None:
         if self._killed:
             raise RuntimeError("the shadow verifier's child was stopped")
@@ -125,7 +130,10 @@ class OracleProcess:
         if key is None:
             key = self._keys[tokenizer] = next(self._next_key)
         serialized = None if key in self._loaded else tokenizer.reference.tokenizer.to_str()
-        pickle.dump(_Check(key, serialized, text, sentinels, *actual), child.stdin, protocol=5)
+        sizes = len(memoryview(utf8)), len(memoryview(actual))
+        pickle.dump(_Check(key, serialized, sentinels, *sizes, is_json), child.stdin, protocol=5)
+        child.stdin.write(utf8)
+        child.stdin.write(actual)
         child.stdin.flush()
         answer: Divergence | str | None = pickle.load(child.stdout)
         if isinstance(answer, str):
@@ -164,25 +172,30 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
             check: _Check = pickle.load(requests)
         except (EOFError, pickle.UnpicklingError):  # the proxy is gone, maybe mid-write
             return
+        utf8, actual = requests.read(check.text_bytes), requests.read(check.actual_bytes)
+        if len(actual) < check.actual_bytes or len(utf8) < check.text_bytes:
+            return
         answer: Any
         try:
-            answer = _checked(oracles, check)
+            answer = _checked(oracles, check, utf8.decode(), actual)
         except Exception as exc:  # the parent logs it; the child serves on
             answer = f"{type(exc).__name__}: {exc}"
         pickle.dump(answer, answers, protocol=5)
         answers.flush()
 
 
-def _checked(oracles: dict[int, Oracle], check: _Check) -> Divergence | None:
+def _checked(
+    oracles: dict[int, Oracle], check: _Check, text: str, actual: bytes
+) -> Divergence | None:
     oracle = oracles.get(check.key)
     if oracle is None:
         assert check.serialized is not None, "the parent sends a tokenizer the child lacks"
         oracle = oracles[check.key] = Oracle(Tokenizer.from_str(check.serialized))
-    expected = oracle.ids(check.text, check.sentinels)
+    expected = oracle.ids(text, check.sentinels)
     ids = (
-        np.asarray(orjson.loads(b"[" + check.actual + b"]"), dtype=np.int32)
+        np.asarray(orjson.loads(b"[" + actual + b"]"), dtype=np.int32)
         if check.is_json
-        else np.frombuffer(check.actual, dtype=np.int32)
+        else np.frombuffer(actual, dtype=np.int32)
     )
     index = first_divergence(expected, ids)
     return None if index is None else Divergence(index, expected, ids)

@@ -19,6 +19,7 @@ from app.telemetry.oracle_process import OracleProcess
 from app.tokenization import SessionTokenizer
 
 TEXT = "Shadow checks run where they cost the request path nothing. " * 40
+UTF8 = TEXT.encode()
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def qwen(assets: dict[str, Path]) -> SessionTokenizer:
 
 
 def test_the_child_only_takes_idle_cpu(oracle: OracleProcess, qwen: SessionTokenizer) -> None:
-    assert oracle.check(qwen, TEXT, None, qwen.encode(TEXT).ids, None) is None
+    assert oracle.check(qwen, UTF8, None, qwen.encode(TEXT).ids, None) is None
     child = oracle.pid
     assert child is not None
     idle = os.sched_getscheduler(child) == os.SCHED_IDLE
@@ -47,17 +48,17 @@ def test_ids_and_their_json_text_are_checked_alike(
 ) -> None:
     exact = qwen.encode(TEXT).ids
     sent = orjson.dumps(exact.tolist())[1:-1]
-    assert oracle.check(qwen, TEXT, None, exact, sent) is None
-    assert oracle.check(qwen, TEXT, None, exact, memoryview(sent)) is None
+    assert oracle.check(qwen, UTF8, None, exact, sent) is None
+    assert oracle.check(qwen, UTF8, None, exact, memoryview(sent)) is None
     wrong = exact.copy()
     wrong[7] += 1
     for found in (
-        oracle.check(qwen, TEXT, None, wrong, None),
-        oracle.check(qwen, TEXT, None, exact, orjson.dumps(wrong.tolist())[1:-1]),
+        oracle.check(qwen, UTF8, None, wrong, None),
+        oracle.check(qwen, UTF8, None, exact, orjson.dumps(wrong.tolist())[1:-1]),
     ):
         assert found is not None and found.index == 7
         assert np.array_equal(found.expected, exact) and np.array_equal(found.actual, wrong)
-    found = oracle.check(qwen, TEXT, None, exact[:-3], None)
+    found = oracle.check(qwen, UTF8, None, exact[:-3], None)
     assert found is not None and found.index == len(exact) - 3
 
 
@@ -66,17 +67,17 @@ def test_a_dead_child_is_replaced_and_the_check_still_made(
 ) -> None:
     llama = SessionTokenizer.from_file(assets["llama3"])
     exact = qwen.encode(TEXT).ids
-    assert oracle.check(qwen, TEXT, None, exact, None) is None
+    assert oracle.check(qwen, UTF8, None, exact, None) is None
     child = oracle.pid
     assert child is not None
     os.kill(child, signal.SIGKILL)
     wrong = exact.copy()
     wrong[0] += 1
-    found = oracle.check(qwen, TEXT, None, wrong, None)  # the new child has no tokenizer yet
+    found = oracle.check(qwen, UTF8, None, wrong, None)  # the new child has no tokenizer yet
     assert found is not None and found.index == 0
     assert oracle.pid not in (None, child)
-    assert oracle.check(llama, TEXT, None, llama.encode(TEXT).ids, None) is None
-    assert oracle.check(qwen, TEXT, None, exact, None) is None
+    assert oracle.check(llama, UTF8, None, llama.encode(TEXT).ids, None) is None
+    assert oracle.check(qwen, UTF8, None, exact, None) is None
 
 
 def test_the_child_never_outlives_the_proxy_nor_reruns_its_script(
@@ -91,7 +92,7 @@ def test_the_child_never_outlives_the_proxy_nor_reruns_its_script(
         "from app.tokenization import SessionTokenizer\n"
         f"tok = SessionTokenizer.from_file({str(assets['smollm2'])!r})\n"
         "oracle = OracleProcess()\n"
-        "assert oracle.check(tok, 'hi there', None, tok.encode('hi there').ids, None) is None\n"
+        "assert oracle.check(tok, b'hi there', None, tok.encode('hi there').ids, None) is None\n"
         "print(oracle.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
