@@ -31,7 +31,7 @@ from gpu_kernels.char_classes import (
     N,
     P,
 )
-from gpu_kernels.run_scans import Array, run_offsets, whitespace_starts
+from gpu_kernels.run_scans import Array, run_offsets, shift, whitespace_starts
 
 AL, LM, AP, PS, OTHER = range(WS + 1, WS + 6)
 """Stage-3 classes after NL, SP, WS: ASCII letter; other letter or mark; ASCII punctuation;
@@ -49,14 +49,14 @@ def deepseek_starts(codes: CharCodes, points: Array, xp: Any) -> Array:
     for low, high in CJK_RANGES:
         cjk |= (points >= low) & (points <= high)
     digit = codes.classes == N
-    segment_start = digit | _shift(digit, 1, True, xp) | (cjk != _shift(cjk, 1, False, xp))
+    segment_start = digit | shift(digit, 1, True, xp) | (cjk != shift(cjk, 1, False, xp))
     segment_start |= classes == SENT
     segment_start[0] = True
-    prev = xp.where(segment_start, SENT, _shift(classes, 1, SENT, xp))
+    prev = xp.where(segment_start, SENT, shift(classes, 1, SENT, xp))
     prev2 = xp.where(
-        segment_start | _shift(segment_start, 1, True, xp), SENT, _shift(classes, 2, SENT, xp)
+        segment_start | shift(segment_start, 1, True, xp), SENT, shift(classes, 2, SENT, xp)
     )
-    following = xp.where(_shift(segment_start, -1, True, xp), SENT, _shift(classes, -1, SENT, xp))
+    following = xp.where(shift(segment_start, -1, True, xp), SENT, shift(classes, -1, SENT, xp))
 
     punct = (classes == AP) | (classes == PS)
     prev_punct = (prev == AP) | (prev == PS)
@@ -69,7 +69,7 @@ def deepseek_starts(codes: CharCodes, points: Array, xp: Any) -> Array:
     starts |= first & ~((prev == SP) | (prev == WS) | (prev == OTHER) | takes_ascii)
     # The first other letter after ASCII letters a lone ASCII punctuation character took.
     ascii_offsets = run_offsets(classes == AL, xp)
-    ascii_begin = xp.maximum(xp.arange(n) - 1 - _shift(ascii_offsets, 1, 0, xp), 0)
+    ascii_begin = xp.maximum(xp.arange(n) - 1 - shift(ascii_offsets, 1, 0, xp), 0)
     starts |= (classes == LM) & (prev == AL) & takes_ascii[ascii_begin]
     starts |= (classes == OTHER) & ((following == AL) | (following == LM) | (prev != OTHER))
     starts = xp.where(digit, run_offsets(digit, xp) % 3 == 0, starts)
@@ -90,14 +90,4 @@ def _stage3_classes(codes: CharCodes, points: Array, xp: Any) -> Array:
     other = xp.where(ascii_letter, AL, other)
     out: Array = xp.where(classes <= WS, classes, other).astype(xp.uint8)
     out[classes == SENT] = SENT
-    return out
-
-
-def _shift(values: Array, by: int, fill: int, xp: Any) -> Array:
-    """``values[i - by]``, ``fill`` where that falls outside the text (``by`` < 0: ahead)."""
-    out = xp.full_like(values, fill)
-    if by >= 0:
-        out[by:] = values[: len(values) - by]
-    else:
-        out[:by] = values[-by:]
     return out

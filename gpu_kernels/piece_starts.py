@@ -54,6 +54,7 @@ from gpu_kernels.run_scans import (
     gpt2_whitespace_starts,
     run_offsets,
     scan_states,
+    shift,
     whitespace_starts,
 )
 
@@ -70,12 +71,8 @@ Shifted = TypeVar("Shifted", ClassCodes, Flags, CodePoints)
 
 
 def _shift(values: Shifted, by: int, fill: int) -> Shifted:
-    """``values[i - by]``, ``fill`` where that falls outside the text (``by`` < 0: ahead)."""
-    out = np.full_like(values, fill)
-    if by >= 0:
-        out[by:] = values[: len(values) - by]
-    else:
-        out[:by] = values[-by:]
+    """``run_scans.shift`` on NumPy arrays."""
+    out: Shifted = shift(values, by, fill, np)
     return out
 
 

@@ -15,6 +15,16 @@ Array = Any
 """A 1-D ``numpy.ndarray`` or ``cupy.ndarray``."""
 
 
+def shift(values: Array, by: int, fill: Any, xp: Any) -> Array:
+    """``values[i - by]``, ``fill`` where that falls outside the text (``by`` < 0: ahead)."""
+    out = xp.full_like(values, fill)
+    if by >= 0:
+        out[by:] = values[: len(values) - by]
+    else:
+        out[:by] = values[-by:]
+    return out
+
+
 def runs(mask: Array, xp: Any) -> tuple[Array, Array]:
     """(begin, end) of each maximal run of ``mask``, ends exclusive."""
     flags = mask.astype(xp.int8)
