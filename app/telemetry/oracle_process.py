@@ -130,7 +130,7 @@ class OracleProcess:
         if key is None:
             key = self._keys[tokenizer] = next(self._next_key)
         serialized = None if key in self._loaded else tokenizer.reference.tokenizer.to_str()
-        sizes = len(memoryview(utf8)), len(memoryview(actual))
+        sizes = memoryview(utf8).nbytes, memoryview(actual).nbytes
         pickle.dump(_Check(key, serialized, sentinels, *sizes, is_json), child.stdin, protocol=5)
         child.stdin.write(utf8)
         child.stdin.write(actual)
