@@ -11,6 +11,7 @@ import jinja2
 from jinja2 import nodes
 
 from app.errors import BadRequestError, TemplateError
+from app.pieced_text import PiecedText
 from app.rendering import loading, scan
 from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
 from app.rendering.loops import RUNNER, plan_loops
@@ -128,7 +129,15 @@ class ChatTemplate:
             return self._variants["tool_use"]
         return self._variants["default"]
 
-    def render(
+    def render(self, messages: Sequence[Message], **options: Any) -> str:
+        """``render_pieces`` joined into one ``str``."""
+        text = self.render_pieces(messages, **options).text()
+        cache = options.get("cache")
+        if cache is not None:
+            cache.make_room(text)
+        return text
+
+    def render_pieces(
         self,
         messages: Sequence[Message],
         *,
@@ -139,8 +148,8 @@ class ChatTemplate:
         cache: RenderCache | None = None,
         session: str | None = None,
         frozen: bool = False,
-    ) -> str:
-        """The prompt text for OpenAI-style ``messages``.
+    ) -> PiecedText:
+        """The prompt text for OpenAI-style ``messages``, in the pieces it was rendered in.
 
         With a ``cache`` and a ``session`` key (the conversation id), unchanged messages and
         runs of loop iterations are reused from that session's previous call; the result is
@@ -159,16 +168,15 @@ class ChatTemplate:
         variant = self._variant(tools is not None)
         inputs = (messages, tools, add_generation_prompt, chat_template_kwargs, documents)
         if cache is None or session is None or variant.memo_template is None:
-            return _run(variant, variant.template, self._context(variant, *inputs, None))
+            context = self._context(variant, *inputs, None)
+            return PiecedText(_run(variant, variant.template, context))
         memo = cache.session(f"{id(self)}:{variant.name}:{session}")
         with memo.lock:
             context = self._context(variant, *inputs, memo, frozen)
             try:
-                text = _run(variant, variant.memo_template, context, memo)
+                return PiecedText(_run(variant, variant.memo_template, context, memo))
             finally:
                 cache.account(memo)
-        cache.make_room(text)
-        return text
 
     def _context(
         self,
@@ -210,10 +218,10 @@ def _run(
     template: jinja2.Template,
     context: dict[str, Any],
     memo: SessionMemo | None = None,
-) -> str:
+) -> list[str]:
     try:
         if memo is None:
-            return template.render(context)
+            return [template.render(context)]
         return _render_memo(variant, template, context, memo)
     except TemplateRaised as exc:
         raise TemplateError(str(exc.message)) from None
@@ -223,10 +231,10 @@ def _run(
 
 def _render_memo(
     variant: _Variant, template: jinja2.Template, context: dict[str, Any], memo: SessionMemo
-) -> str:
-    """``template.render`` with the memo's callables bound: each planned loop's call yields a
-    fresh marker string, replaced here by the loop's pieces, so that the output is joined
-    (copied) once."""
+) -> list[str]:
+    """``template.render``'s pieces with the memo's callables bound: each planned loop's call
+    yields a fresh marker string, replaced here by the loop's pieces, so that the output is
+    never joined here (the pieces of unchanged iterations are last call's objects)."""
     spliced: dict[int, tuple[str, list[str]]] = {}
 
     def run_loop(k: int, items: Any, values: dict[str, Any]) -> str:
@@ -248,7 +256,7 @@ def _render_memo(
                 out.append(piece)
     except Exception:
         template.environment.handle_exception()
-    return "".join(out)
+    return out
 
 
 def template_error(name: str, exc: BaseException) -> TemplateError:

@@ -19,6 +19,7 @@ import httpx
 from tokenizers.decoders import DecodeStream
 
 from app.errors import NotFoundError, TokspliceError
+from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import ChatRequest
@@ -113,7 +114,7 @@ class ChatService:
         timings.session, timings.prepare_started = key, started
         masked = self.typed_specials.mask(request.messages, request.tools, session=key)
         messages, tools = (request.messages, request.tools) if masked is None else masked.data
-        text = self.card.template.render(
+        rendered = self.card.template.render_pieces(
             messages,
             tools=tools,
             add_generation_prompt=request.add_generation_prompt,
@@ -122,10 +123,12 @@ class ChatService:
             session=key,
             frozen=True,  # request objects are parsed here and only ever read
         )
-        rendered = time.perf_counter()
+        render_done = time.perf_counter()
+        text: str | PiecedText = rendered
         if masked is None:
-            encoding = self.tokenizer.encode(text, session=key)
+            encoding = self.tokenizer.encode(rendered, session=key)
         else:
+            text = rendered.text()
             ids, reused = self.typed_specials.encode(
                 text, masked, session=key, tenant=caller.tenant
             )
@@ -142,10 +145,13 @@ class ChatService:
             self.telemetry.shadow.offer(
                 self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text
             )
-        timings.render_s = rendered - started
-        timings.tokenize_s = time.perf_counter() - rendered
+        timings.render_s = render_done - started
+        timings.tokenize_s = time.perf_counter() - render_done
         prompt = Prompt(
-            ids_json=ids_json.text, n_ids=len(encoding.ids), text=text, as_text=self.card.send_text
+            ids_json=ids_json.text,
+            n_ids=len(encoding.ids),
+            text=joined(text) if self.card.send_text else "",
+            as_text=self.card.send_text,
         )
         call = UpstreamCall(
             model=self.card.upstream_name,
@@ -154,7 +160,7 @@ class ChatService:
             stream=request.stream,
             chat_body=request.body,
         )
-        return PreparedChat(request, call, encoding, _opens_reasoning(text), timings)
+        return PreparedChat(request, call, encoding, _opens_reasoning(rendered), timings)
 
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
         """The whole answer as one OpenAI chat completion."""
@@ -264,7 +270,7 @@ class ChatService:
         )
 
 
-def _opens_reasoning(text: str) -> bool:
+def _opens_reasoning(text: PiecedText) -> bool:
     """The generation prompt ends inside an opened think block (DeepSeek-R1 style)."""
-    tail = text[-64:].rstrip()
+    tail = text.tail(64).rstrip()
     return tail.endswith("<think>")

@@ -27,6 +27,7 @@ from pathlib import Path
 import orjson
 
 from app.config import Settings
+from app.pieced_text import PiecedText, joined
 from app.telemetry.metrics import Metrics
 from app.telemetry.oracle_process import OracleProcess
 from app.tokenization import Encoding, SessionTokenizer
@@ -89,7 +90,7 @@ class ShadowVerifier:
         self,
         tokenizer: SessionTokenizer,
         session: str,
-        text: str,
+        text: str | PiecedText,
         encoding: Encoding,
         masked: Masked | None,
         typed: TypedSpecials | None = None,
@@ -104,7 +105,7 @@ class ShadowVerifier:
         except queue.Empty:
             self._metrics.shadow_drops.inc()
             return
-        utf8[:] = text.encode()  # the copy is freed at once; the buffer keeps its room
+        utf8[:] = joined(text).encode()  # the copies are freed at once; the buffer keeps its room
         sentinels = None if masked is None else masked.tokens
         self._jobs.put(
             ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route, typed,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import InvalidTextError
+from app.pieced_text import PiecedText, joined
 from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
@@ -122,7 +123,7 @@ class SessionTokenizer:
 
     def encode(
         self,
-        text: str,
+        text: str | PiecedText,
         *,
         session: str | None = None,
         tenant: str | None = None,
@@ -133,6 +134,7 @@ class SessionTokenizer:
         ``session`` ("tenant/conversation") names the stored transcript to repair from; its part
         before the first "/" is the tenant.  Without it, the tenant's stored transcript sharing
         the longest prefix is used.  ``tenant`` scopes content lookup when there is no session.
+        A ``PiecedText`` (a rendered prompt) is joined only when the text is encoded whole.
         """
         _check_text(text)
         started = time.perf_counter()
@@ -140,11 +142,10 @@ class SessionTokenizer:
         key: SessionKey | None = (scope, "s:" + session) if session is not None else None
         base = self.store.get(key) if key is not None else None
         base_key = key if base is not None else None
-        data = self._appended_bytes(key, text, base)
-        # A proven append shares all of the stored text; otherwise the diff measures it.
-        prefix = None if data is None or base is None else len(base.text)
+        related = self._related_bytes(key, text, base)
+        data, prefix = related if related is not None else (None, None)
         if data is None:
-            data = _utf8(text)
+            data = _utf8(joined(text))
             if base is None:
                 base_key, base = self._by_content(scope, data)
         if len(data) > _MAX_TEXT_BYTES:
@@ -194,27 +195,33 @@ class SessionTokenizer:
             "recent_texts": self._recent.stats(),
         }
 
-    def _appended_bytes(
-        self, key: SessionKey | None, text: str, base: SessionState | None
-    ) -> bytes | None:
-        """UTF-8 of ``text`` built from ``base`` when text merely extends the session's last
-        text (proven by ``str.startswith``), else None."""
+    def _related_bytes(
+        self, key: SessionKey | None, text: str | PiecedText, base: SessionState | None
+    ) -> tuple[bytes, int] | None:
+        """(UTF-8 of ``text``, its common prefix with ``base.text``) built from ``base`` without
+        reading all of ``text``, when it is related to the text ``base`` was encoded from: a
+        ``str`` that starts with it (``str.startswith``), or a ``PiecedText`` sharing leading
+        pieces with it (``PiecedText.shared_start``); else None."""
         if key is None or base is None:
             return None
         previous = self._recent.get(key, base)
-        if previous is None or not text.startswith(previous):
+        if isinstance(text, str):
+            if not isinstance(previous, str) or not text.startswith(previous):
+                return None
+            return _utf8_of(text, base.text, text[len(previous) :]), len(base.text)
+        if not isinstance(previous, PiecedText):
             return None
-        try:
-            return base.text + text[len(previous) :].encode("utf-8")
-        except UnicodeEncodeError:
-            return _utf8(text)  # raises, naming the offending position in the whole text
+        shared = text.shared_start(previous)
+        cut = len(base.text) - len(shared.old_rest.encode("utf-8"))  # encoded once before
+        data = _utf8_of(text, memoryview(base.text)[:cut], shared.new_rest)
+        return data, cut + common_prefix(base.text, data, cut, cut)
 
     def _by_content(self, scope: str, data: bytes) -> tuple[SessionKey | None, SessionState | None]:
         found = self.store.find_by_content(scope, data)
         return (None, None) if found is None else found
 
     def _core(
-        self, text: str, data: bytes, base: SessionState | None, prefix: int | None
+        self, text: str | PiecedText, data: bytes, base: SessionState | None, prefix: int | None
     ) -> tuple[SessionState, str, Plan | None, str | None, CopiedIds | None]:
         """(state for ``data``, route, repair plan, fallback reason, ids copied from base);
         ``prefix`` is the common prefix of base and data when already known."""
@@ -242,9 +249,10 @@ class SessionTokenizer:
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
         return state, route, plan, None, copied
 
-    def _full(self, text: str, data: bytes) -> tuple[SessionState, str]:
+    def _full(self, pieced: str | PiecedText, data: bytes) -> tuple[SessionState, str]:
         """The whole text encoded: (state, "gpu") when the GPU route takes it, else (state,
         "full") from the CPU reference."""
+        text = joined(pieced)
         ids = self.gpu.encode(text, data) if self.gpu is not None else None
         ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
         if ids is not None and ends is not None:
@@ -254,12 +262,12 @@ class SessionTokenizer:
             self._appender.remember(state, text)
         return state, "full"
 
-    def _framed(self, text: str, core: IdArray, add_special_tokens: bool) -> IdArray:
+    def _framed(self, text: str | PiecedText, core: IdArray, add_special_tokens: bool) -> IdArray:
         if not add_special_tokens:
             return core
         frame = self.reference.frame
         if frame is None:
-            enc = self.reference.tokenizer.encode(text, add_special_tokens=True)
+            enc = self.reference.tokenizer.encode(joined(text), add_special_tokens=True)
             return _readonly(np.asarray(enc.ids, dtype=np.int32))
         prefix, suffix = frame
         if not len(prefix) and not len(suffix):
@@ -327,7 +335,7 @@ class SessionTokenizer:
 
 
 def _check_text(text: object) -> None:
-    if not isinstance(text, str):
+    if not isinstance(text, str | PiecedText):
         raise InvalidTextError(f"text must be str, not {type(text).__name__}")
 
 
@@ -338,6 +346,17 @@ def _utf8(text: str) -> bytes:
         raise InvalidTextError(
             f"text is not valid Unicode at character {exc.start}: {exc.reason}"
         ) from None
+
+
+def _utf8_of(whole: str | PiecedText, head: bytes | memoryview, rest: str) -> bytes:
+    """``head`` (UTF-8 already) followed by ``rest`` in UTF-8: the UTF-8 of ``whole``, which
+    the caller proved ends with ``rest`` after what ``head`` holds."""
+    try:
+        tail = rest.encode("utf-8")
+    except UnicodeEncodeError:
+        _utf8(joined(whole))  # raises, naming the offending position in the whole text
+        raise
+    return b"".join((head, tail))
 
 
 def _tenant_of(session: str | None, tenant: str | None) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.pieced_text import PiecedText
 from app.tokenization.diff import common_prefix
 from app.tokenization.growable import Growable, Pieces
 from app.tokenization.reference import IdArray, OffsetArray
@@ -179,21 +180,25 @@ class MemoryStore:
 
 
 class RecentTexts:
-    """The ``str`` each recently used session was last encoded from, bounded in bytes.
+    """The text each recently used session was last encoded from, bounded in bytes.
 
     An accelerator beside the store, not part of a session's state: when a new text starts with
     the previous one (a plain append), ``str.startswith`` proves it without re-encoding the
-    whole transcript to UTF-8, which costs more than anything else at millions of characters.
-    An entry is used only together with the very state it was encoded into.
+    whole transcript to UTF-8, which costs more than anything else at millions of characters;
+    a ``PiecedText`` shares leading pieces with the previous one, proven by identity alone.
+    An entry is used only together with the very state it was encoded into.  A pieced text is
+    counted as its UTF-8 size: its pieces are mostly the render memo's own.
     """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._texts: OrderedDict[SessionKey, tuple[str, SessionState, int]] = OrderedDict()
+        self._texts: OrderedDict[SessionKey, tuple[str | PiecedText, SessionState, int]] = (
+            OrderedDict()
+        )
         self._bytes = 0
 
-    def get(self, key: SessionKey, state: SessionState) -> str | None:
+    def get(self, key: SessionKey, state: SessionState) -> str | PiecedText | None:
         with self._lock:
             entry = self._texts.get(key)
             if entry is None or entry[1] is not state:
@@ -201,8 +206,8 @@ class RecentTexts:
             self._texts.move_to_end(key)
             return entry[0]
 
-    def put(self, key: SessionKey, text: str, state: SessionState) -> None:
-        size = sys.getsizeof(text)
+    def put(self, key: SessionKey, text: str | PiecedText, state: SessionState) -> None:
+        size = sys.getsizeof(text) if isinstance(text, str) else len(state.text)
         with self._lock:
             old = self._texts.pop(key, None)
             if old is not None:

@@ -22,7 +22,8 @@ _IDS_PLACEHOLDER_JSON = orjson.dumps(_IDS_PLACEHOLDER)
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """What is sent upstream: ``ids_json`` is ``b"1,2,3"``; ``text`` the rendered transcript,
-    sent instead of ids only when the startup alignment check failed (``as_text``)."""
+    sent instead of ids when the startup alignment check failed (``as_text``; only then is
+    it filled in)."""
 
     ids_json: bytes | memoryview
     n_ids: int
