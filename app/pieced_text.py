@@ -10,8 +10,6 @@ instead, and a piece that *is* the previous text's piece at that position is equ
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -50,12 +48,32 @@ class PiecedText:
 
     def shared_start(self, earlier: PiecedText) -> SharedStart:
         """What this text shares with ``earlier``: the leading pieces equal to the pieces at
-        the same positions there (mostly the same objects: no character read)."""
-        same = map(operator.eq, self.pieces, earlier.pieces)
-        k = next(itertools.compress(itertools.count(), map(operator.not_, same)), None)
-        if k is None:
-            k = min(len(self.pieces), len(earlier.pieces))
+        the same positions there."""
+        k = _equal_prefix(self.pieces, earlier.pieces)
         return SharedStart("".join(earlier.pieces[k:]), "".join(self.pieces[k:]))
+
+
+def _equal_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many leading items of ``a`` and ``b`` are equal.  Tuple ``==`` compares in C and
+    checks identity first, so the unchanged pieces (the same objects) are not even read; the
+    search gallops back from the end, where a session's prompts differ, then bisects."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi, step = 0, n, 1  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - step > lo:
+        if a[: hi - step] == b[: hi - step]:
+            lo = hi - step
+            break
+        hi -= step
+        step *= 2
+    while hi - lo > 1:
+        m = (lo + hi) // 2
+        if a[:m] == b[:m]:
+            lo = m
+        else:
+            hi = m
+    return lo
 
 
 def joined(text: str | PiecedText) -> str:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.errors import InvalidTextError
-from app.pieced_text import PiecedText
+from app.pieced_text import PiecedText, _equal_prefix
 from app.tokenization import SessionTokenizer
 from tests.adversarial import grown_texts
 
@@ -126,3 +126,15 @@ def test_tail_and_shared_start() -> None:
     assert (shared.old_rest, shared.new_rest) == ("cdx", "cdef")
     assert PiecedText(["ab"]).shared_start(text).new_rest == ""
     assert text.shared_start(PiecedText([])).new_rest == "abcdef"
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "ab", ""]), max_size=12),
+    st.lists(st.sampled_from(["a", "b", "ab", ""]), max_size=12),
+    st.integers(0, 12),
+)
+def test_equal_prefix_is_the_first_difference(a: list[str], b: list[str], shared: int) -> None:
+    b = a[:shared] + b
+    n = min(len(a), len(b))
+    first = next((k for k in range(n) if a[k] != b[k]), n)
+    assert _equal_prefix(tuple(a), tuple(b)) == first
