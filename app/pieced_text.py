@@ -1,11 +1,14 @@
 """A text kept as the pieces it was produced in, joined only where a ``str`` is needed.
 
-A session's rendered prompt is a megabyte that differs from the previous call's by its last
-few kilobytes, and the chat template's memo renders it from the very same piece objects as
-last time.  Joining it costs ~0.5 ms per call and proving that it extends the previous one
-(``str.startswith``) ~0.1 ms more; relating two pieced texts compares them piece by piece
-instead, and a piece that *is* the previous text's piece at that position is equal at once
-(``str ==`` checks identity first), so only the few pieces rendered afresh are read.
+A session's rendered prompt is a megabyte that differs from the previous call's in a few
+pieces: the ones appended, the generation prompt they replace, an edited one near the start
+(Claude Code's billing line), and the chat template's memo renders the rest from the very same
+piece objects as last time.  Joining it costs ~0.5 ms per call, encoding it to UTF-8 and
+comparing it with the previous text more.  ``EncodedPieces`` instead builds the next prompt's
+UTF-8 from the previous one's, piece by piece: a piece equal to the previous text's piece at
+the same position has the same bytes there (``is`` settles nearly all of them without reading
+a character, and the unchanged start is found by tuple comparisons in C), and only the other
+pieces are encoded.
 """
 
 from __future__ import annotations
@@ -13,14 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 
-@dataclass(frozen=True, slots=True)
-class SharedStart:
-    """How a text begins like an earlier one: both begin with the same characters, after
-    which the earlier text holds ``old_rest`` and this one ``new_rest``."""
+Ends = npt.NDArray[np.int64]
+"""Where each piece's UTF-8 ends in the whole text's UTF-8."""
 
-    old_rest: str
-    new_rest: str
+_MAX_CHANGED = 256
+"""Pieces that differ from the piece at the same position, at most; beyond that the texts are
+not related piece by piece (a message inserted mid-transcript shifts all after it)."""
 
 
 class PiecedText:
@@ -46,11 +50,55 @@ class PiecedText:
             need -= len(piece)
         return "".join(reversed(out))
 
-    def shared_start(self, earlier: PiecedText) -> SharedStart:
-        """What this text shares with ``earlier``: the leading pieces equal to the pieces at
-        the same positions there."""
-        k = _equal_prefix(self.pieces, earlier.pieces)
-        return SharedStart("".join(earlier.pieces[k:]), "".join(self.pieces[k:]))
+
+@dataclass(frozen=True, slots=True)
+class EncodedPieces:
+    """A pieced text whose UTF-8 is known, and where each piece's bytes end in it."""
+
+    text: PiecedText
+    ends: Ends
+
+    @classmethod
+    def of(cls, text: PiecedText) -> EncodedPieces:
+        """Measured piece by piece (every character encoded: a cold call's cost)."""
+        sizes = (len(piece.encode("utf-8")) for piece in text.pieces)
+        lengths = np.fromiter(sizes, dtype=np.int64, count=len(text.pieces))
+        return cls(text, np.cumsum(lengths))
+
+    def successor(self, new: PiecedText, utf8: bytes) -> tuple[bytes, int, EncodedPieces] | None:
+        """(UTF-8 of ``new``, a length of leading bytes it shares with ``utf8``, ``new``
+        encoded), where ``utf8`` is this text's UTF-8, built from it wherever a piece of
+        ``new`` equals the piece at the same position here; None when too many positions
+        differ.  Raises ``UnicodeEncodeError`` for a new piece that is not valid Unicode."""
+        old, fresh = self.text.pieces, new.pieces
+        k = _equal_prefix(fresh, old)  # usually all but the last few pieces, found in C
+        n = min(len(old), len(fresh))
+        changed: list[int] = []
+        for i in range(k, n):
+            if fresh[i] is not old[i] and fresh[i] != old[i]:
+                changed.append(i)
+                if len(changed) > _MAX_CHANGED:
+                    return None
+        changed += range(n, len(fresh))
+        encoded = {i: fresh[i].encode("utf-8") for i in changed}
+        lengths = np.empty(len(fresh) - k, dtype=np.int64)  # of the pieces from k on
+        lengths[: n - k] = np.diff(self.ends[k:n], prepend=self._start(k))
+        for i, data in encoded.items():
+            lengths[i - k] = len(data)
+        ends = np.concatenate((self.ends[:k], self._start(k) + np.cumsum(lengths)))
+        parts: list[bytes | memoryview] = []
+        view, piece = memoryview(utf8), 0  # pieces [piece, i) are the same as here
+        for i in [*changed, len(fresh)]:
+            if i > piece:
+                parts.append(view[self._start(piece) : self.ends[i - 1]])
+            if i < len(fresh):
+                parts.append(encoded[i])
+            piece = i + 1
+        shared = self._start(changed[0] if changed else len(fresh))
+        return b"".join(parts), shared, EncodedPieces(new, ends)
+
+    def _start(self, piece: int) -> int:
+        return int(self.ends[piece - 1]) if piece else 0
 
 
 def _equal_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import InvalidTextError
-from app.pieced_text import PiecedText, joined
+from app.pieced_text import EncodedPieces, PiecedText, joined
 from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.diff import common_prefix
@@ -32,6 +32,7 @@ from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
 from app.tokenization.store import (
     MemoryStore,
+    Recent,
     RecentTexts,
     SessionKey,
     SessionState,
@@ -143,7 +144,7 @@ class SessionTokenizer:
         base = self.store.get(key) if key is not None else None
         base_key = key if base is not None else None
         related = self._related_bytes(key, text, base)
-        data, prefix = related if related is not None else (None, None)
+        data, prefix, recent = related if related is not None else (None, None, None)
         if data is None:
             data = _utf8(joined(text))
             if base is None:
@@ -159,7 +160,9 @@ class SessionTokenizer:
         if route != "hit" or base_key != key:
             self.store.put(key, core)
         if session is not None:
-            self._recent.put(key, text, core)
+            if recent is None:
+                recent = text if isinstance(text, str) else EncodedPieces.of(text)
+            self._recent.put(key, recent, core)
         ids = self._framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in _WHOLE else None
         copied = copied if ids is core.ids else None
@@ -197,24 +200,31 @@ class SessionTokenizer:
 
     def _related_bytes(
         self, key: SessionKey | None, text: str | PiecedText, base: SessionState | None
-    ) -> tuple[bytes, int] | None:
-        """(UTF-8 of ``text``, its common prefix with ``base.text``) built from ``base`` without
-        reading all of ``text``, when it is related to the text ``base`` was encoded from: a
-        ``str`` that starts with it (``str.startswith``), or a ``PiecedText`` sharing leading
-        pieces with it (``PiecedText.shared_start``); else None."""
+    ) -> tuple[bytes, int, Recent] | None:
+        """(UTF-8 of ``text``, its common prefix with ``base.text``, what to remember of
+        ``text``) built from ``base`` without encoding all of ``text``, when it is related to
+        the text ``base`` was encoded from: a ``str`` that starts with it (``str.startswith``),
+        or a ``PiecedText`` whose pieces mostly equal its pieces at the same positions
+        (``EncodedPieces.successor``); else None."""
         if key is None or base is None:
             return None
         previous = self._recent.get(key, base)
-        if isinstance(text, str):
-            if not isinstance(previous, str) or not text.startswith(previous):
+        try:
+            if isinstance(text, str):
+                if not isinstance(previous, str) or not text.startswith(previous):
+                    return None
+                rest = text[len(previous) :].encode("utf-8")
+                return b"".join((base.text, rest)), len(base.text), text
+            if not isinstance(previous, EncodedPieces):
                 return None
-            return _utf8_of(text, base.text, text[len(previous) :]), len(base.text)
-        if not isinstance(previous, PiecedText):
+            found = previous.successor(text, base.text)
+        except UnicodeEncodeError:
+            _utf8(joined(text))  # raises, naming the offending position in the whole text
+            raise
+        if found is None:
             return None
-        shared = text.shared_start(previous)
-        cut = len(base.text) - len(shared.old_rest.encode("utf-8"))  # encoded once before
-        data = _utf8_of(text, memoryview(base.text)[:cut], shared.new_rest)
-        return data, cut + common_prefix(base.text, data, cut, cut)
+        data, shared, encoded = found
+        return data, shared + common_prefix(base.text, data, shared, shared), encoded
 
     def _by_content(self, scope: str, data: bytes) -> tuple[SessionKey | None, SessionState | None]:
         found = self.store.find_by_content(scope, data)
@@ -346,17 +356,6 @@ def _utf8(text: str) -> bytes:
         raise InvalidTextError(
             f"text is not valid Unicode at character {exc.start}: {exc.reason}"
         ) from None
-
-
-def _utf8_of(whole: str | PiecedText, head: bytes | memoryview, rest: str) -> bytes:
-    """``head`` (UTF-8 already) followed by ``rest`` in UTF-8: the UTF-8 of ``whole``, which
-    the caller proved ends with ``rest`` after what ``head`` holds."""
-    try:
-        tail = rest.encode("utf-8")
-    except UnicodeEncodeError:
-        _utf8(joined(whole))  # raises, naming the offending position in the whole text
-        raise
-    return b"".join((head, tail))
 
 
 def _tenant_of(session: str | None, tenant: str | None) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.pieced_text import PiecedText
+from app.pieced_text import EncodedPieces
 from app.tokenization.diff import common_prefix
 from app.tokenization.growable import Growable, Pieces
 from app.tokenization.reference import IdArray, OffsetArray
@@ -179,26 +179,31 @@ class MemoryStore:
                     del self._index[(key[0], length, mark)]
 
 
+Recent = str | EncodedPieces
+"""What ``RecentTexts`` keeps of a text."""
+
+
 class RecentTexts:
     """The text each recently used session was last encoded from, bounded in bytes.
 
     An accelerator beside the store, not part of a session's state: when a new text starts with
     the previous one (a plain append), ``str.startswith`` proves it without re-encoding the
     whole transcript to UTF-8, which costs more than anything else at millions of characters;
-    a ``PiecedText`` shares leading pieces with the previous one, proven by identity alone.
-    An entry is used only together with the very state it was encoded into.  A pieced text is
-    counted as its UTF-8 size: its pieces are mostly the render memo's own.
+    a pieced text is kept with its pieces' UTF-8 ends, to build the next one's UTF-8 from
+    (``EncodedPieces``).  An entry is used only together with the very state it was encoded
+    into.  A pieced text is counted as its UTF-8 size: its pieces are mostly the render
+    memo's own.
     """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._texts: OrderedDict[SessionKey, tuple[str | PiecedText, SessionState, int]] = (
+        self._texts: OrderedDict[SessionKey, tuple[Recent, SessionState, int]] = (
             OrderedDict()
         )
         self._bytes = 0
 
-    def get(self, key: SessionKey, state: SessionState) -> str | PiecedText | None:
+    def get(self, key: SessionKey, state: SessionState) -> Recent | None:
         with self._lock:
             entry = self._texts.get(key)
             if entry is None or entry[1] is not state:
@@ -206,7 +211,7 @@ class RecentTexts:
             self._texts.move_to_end(key)
             return entry[0]
 
-    def put(self, key: SessionKey, text: str | PiecedText, state: SessionState) -> None:
+    def put(self, key: SessionKey, text: Recent, state: SessionState) -> None:
         size = sys.getsizeof(text) if isinstance(text, str) else len(state.text)
         with self._lock:
             old = self._texts.pop(key, None)
