@@ -129,6 +129,7 @@ class ChatService:
             encoding = self.tokenizer.encode(rendered, session=key)
         else:
             text = rendered.text()
+            self.render_cache.make_room(text)  # this path joins: keep the join off fresh pages
             ids, reused = self.typed_specials.encode(
                 text, masked, session=key, tenant=caller.tenant
             )
