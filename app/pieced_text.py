@@ -59,11 +59,12 @@ class EncodedPieces:
     ends: Ends
 
     @classmethod
-    def of(cls, text: PiecedText) -> EncodedPieces:
-        """Measured piece by piece (every character encoded: a cold call's cost)."""
-        sizes = (len(piece.encode("utf-8")) for piece in text.pieces)
-        lengths = np.fromiter(sizes, dtype=np.int64, count=len(text.pieces))
-        return cls(text, np.cumsum(lengths))
+    def measured(cls, text: PiecedText) -> tuple[bytes, EncodedPieces]:
+        """(UTF-8 of ``text``, ``text`` encoded), every piece encoded: a cold call's cost.
+        Raises ``UnicodeEncodeError`` for a piece that is not valid Unicode."""
+        encoded = [piece.encode("utf-8") for piece in text.pieces]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        return b"".join(encoded), cls(text, np.cumsum(lengths))
 
     def successor(self, new: PiecedText, utf8: bytes) -> tuple[bytes, int, EncodedPieces] | None:
         """(UTF-8 of ``new``, a length of leading bytes it shares with ``utf8``, ``new``

@@ -11,9 +11,11 @@ optimisation, taken where stable cuts are proven (see ``boundaries`` and ``repai
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,9 +146,11 @@ class SessionTokenizer:
         base = self.store.get(key) if key is not None else None
         base_key = key if base is not None else None
         related = self._related_bytes(key, text, base)
-        data, prefix, recent = related if related is not None else (None, None, None)
-        if data is None:
-            data = _utf8(joined(text))
+        prefix: int | None = None
+        if related is not None:
+            data, prefix, recent = related
+        else:
+            data, recent = _whole_bytes(text)
             if base is None:
                 base_key, base = self._by_content(scope, data)
         if len(data) > _MAX_TEXT_BYTES:
@@ -160,8 +164,6 @@ class SessionTokenizer:
         if route != "hit" or base_key != key:
             self.store.put(key, core)
         if session is not None:
-            if recent is None:
-                recent = text if isinstance(text, str) else EncodedPieces.of(text)
             self._recent.put(key, recent, core)
         ids = self._framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in _WHOLE else None
@@ -209,7 +211,7 @@ class SessionTokenizer:
         if key is None or base is None:
             return None
         previous = self._recent.get(key, base)
-        try:
+        with _positions_in(text):
             if isinstance(text, str):
                 if not isinstance(previous, str) or not text.startswith(previous):
                     return None
@@ -218,9 +220,6 @@ class SessionTokenizer:
             if not isinstance(previous, EncodedPieces):
                 return None
             found = previous.successor(text, base.text)
-        except UnicodeEncodeError:
-            _utf8(joined(text))  # raises, naming the offending position in the whole text
-            raise
         if found is None:
             return None
         data, shared, encoded = found
@@ -356,6 +355,25 @@ def _utf8(text: str) -> bytes:
         raise InvalidTextError(
             f"text is not valid Unicode at character {exc.start}: {exc.reason}"
         ) from None
+
+
+def _whole_bytes(text: str | PiecedText) -> tuple[bytes, Recent]:
+    """UTF-8 of all of ``text``, and what to remember of it."""
+    if isinstance(text, str):
+        return _utf8(text), text
+    with _positions_in(text):
+        return EncodedPieces.measured(text)
+
+
+@contextlib.contextmanager
+def _positions_in(text: str | PiecedText) -> Iterator[None]:
+    """A part of ``text`` that is not valid Unicode raises ``InvalidTextError`` naming the
+    position in all of ``text``."""
+    try:
+        yield
+    except UnicodeEncodeError:
+        _utf8(joined(text))  # raises
+        raise
 
 
 def _tenant_of(session: str | None, tenant: str | None) -> str:

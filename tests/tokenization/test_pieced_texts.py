@@ -170,8 +170,8 @@ def piece_edits(draw: st.DrawFn) -> list[list[str]]:
 
 @given(piece_edits())
 def test_successor_builds_the_utf8_of_the_new_text(versions: list[list[str]]) -> None:
-    encoded = EncodedPieces.of(PiecedText(versions[0]))
-    utf8 = "".join(versions[0]).encode()
+    utf8, encoded = EncodedPieces.measured(PiecedText(versions[0]))
+    assert utf8 == "".join(versions[0]).encode()
     for pieces in versions[1:]:
         new = PiecedText(pieces)
         found = encoded.successor(new, utf8)
@@ -179,15 +179,14 @@ def test_successor_builds_the_utf8_of_the_new_text(versions: list[list[str]]) ->
         data, shared, encoded = found
         assert data == new.text().encode()
         assert data[:shared] == utf8[:shared]
-        assert encoded.ends.tolist() == EncodedPieces.of(new).ends.tolist()
+        assert encoded.ends.tolist() == EncodedPieces.measured(new)[1].ends.tolist()
         utf8 = data
 
 
 def test_successor_refuses_texts_that_do_not_line_up() -> None:
     """A piece inserted at the start shifts every piece: no position lines up."""
     old = [f"message {i}\n" for i in range(300)]
-    encoded = EncodedPieces.of(PiecedText(old))
-    utf8 = "".join(old).encode()
+    utf8, encoded = EncodedPieces.measured(PiecedText(old))
     assert encoded.successor(PiecedText(["system\n", *old]), utf8) is None
     found = encoded.successor(PiecedText(["billing line\n", *old[1:], "new\n"]), utf8)
     assert found is not None and found[1] == 0
