@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.tokenization import SessionTokenizer
 from app.tokenization.incremental_bpe import IncrementalBPE
 from app.tokenization.redis_store import RedisStore
 from app.tokenization.store import MemoryStore, SessionState
@@ -24,6 +25,19 @@ def incremental_bpe(
     """``name -> IncrementalBPE`` for the assets, tables built once per test session."""
     cache = tmp_path_factory.mktemp("ibpe-cache")
     return functools.cache(lambda name: IncrementalBPE.from_file(assets[name], cache_dir=cache))
+
+
+PRE_SPLIT_FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
+"""The families whose repair is proven (pre-tokenized byte-level BPE)."""
+
+
+@pytest.fixture(scope="module")
+def session_tokenizers(assets: dict[str, Path]) -> dict[str, SessionTokenizer]:
+    """A session tokenizer per pre-split family, fresh for each test module; a small window
+    makes cut searches retry more often."""
+    return {
+        name: SessionTokenizer.from_file(assets[name], window=64) for name in PRE_SPLIT_FAMILIES
+    }
 
 
 @pytest.fixture(scope="session")

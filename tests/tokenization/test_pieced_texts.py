@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -53,20 +52,15 @@ def _pieced(text: str, earlier: PiecedText | None, rng: random.Random) -> Pieced
     return PiecedText(_split(text, rng))
 
 
-@pytest.fixture(scope="module")
-def tokenizers(assets: dict[str, Path]) -> dict[str, SessionTokenizer]:
-    return {name: SessionTokenizer.from_file(assets[name], window=64) for name in FAMILIES}
-
-
 @pytest.mark.parametrize("name", FAMILIES)
 def test_pieced_sessions_match_reference(
     name: str,
-    tokenizers: dict[str, SessionTokenizer],
+    session_tokenizers: dict[str, SessionTokenizer],
     reference: Callable[[str], Tokenizer],
 ) -> None:
     """Appends, edits anywhere, truncations and repeats, each version in pieces that share
     leading pieces with the previous version's, and now and then given as a plain ``str``."""
-    tok, ref = tokenizers[name], reference(name)
+    tok, ref = session_tokenizers[name], reference(name)
     counter = iter(range(10**9))
 
     @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,12 +87,12 @@ def test_pieced_sessions_match_reference(
 @pytest.mark.parametrize("name", ["qwen3", "llama3", "gpt2"])
 def test_piece_level_edits_match_reference(
     name: str,
-    tokenizers: dict[str, SessionTokenizer],
+    session_tokenizers: dict[str, SessionTokenizer],
     reference: Callable[[str], Tokenizer],
 ) -> None:
     """Prompts edited piece by piece (a replaced first piece is Claude Code's billing line),
     behind a long stable head, so the repair reuses ids around each change."""
-    tok, ref = tokenizers[name], reference(name)
+    tok, ref = session_tokenizers[name], reference(name)
     counter = iter(range(10**9))
     head = "You are a coding agent. Tools: read, edit, run.\n" * 20
 
@@ -115,11 +109,11 @@ def test_piece_level_edits_match_reference(
 
 
 def test_pieces_that_moved_are_compared_not_trusted(
-    tokenizers: dict[str, SessionTokenizer], reference: Callable[[str], Tokenizer]
+    session_tokenizers: dict[str, SessionTokenizer], reference: Callable[[str], Tokenizer]
 ) -> None:
     """The same objects at other positions, or an equal text split otherwise, share nothing
     by position: the prompt is still encoded exactly (and the unchanged start still reused)."""
-    tok, ref = tokenizers["qwen3"], reference("qwen3")
+    tok, ref = session_tokenizers["qwen3"], reference("qwen3")
     head = "System prompt with tools. " * 40
     a, b, c = "user: hello there\n", "assistant: hi!\n", "user: fix the bug in main.py\n"
     tok.encode(PiecedText([head, a, b]), session="t/moved")
@@ -130,9 +124,9 @@ def test_pieces_that_moved_are_compared_not_trusted(
 
 
 def test_a_lone_surrogate_in_a_new_piece_is_refused_and_the_session_survives(
-    tokenizers: dict[str, SessionTokenizer], reference: Callable[[str], Tokenizer]
+    session_tokenizers: dict[str, SessionTokenizer], reference: Callable[[str], Tokenizer]
 ) -> None:
-    tok, ref = tokenizers["qwen3"], reference("qwen3")
+    tok, ref = session_tokenizers["qwen3"], reference("qwen3")
     pieces = ["A stable transcript that keeps growing. " * 30]
     tok.encode(PiecedText(pieces), session="t/bad-piece")
     with pytest.raises(InvalidTextError, match="character 1201"):

@@ -16,8 +16,7 @@ from tokenizers import Tokenizer
 from app.errors import InvalidTextError
 from app.tokenization import Encoding, SessionTokenizer
 from tests.adversarial import grown_texts
-
-FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
+from tests.tokenization.conftest import PRE_SPLIT_FAMILIES as FAMILIES
 
 
 def _ids(tok: Tokenizer, text: str, special: bool = False) -> list[int]:
@@ -33,11 +32,6 @@ def _check_copied(enc: Encoding) -> None:
         assert np.array_equal(enc.ids[at : at + last - first], enc.copied.source[first:last])
         cursor = at + last - first
     assert cursor <= len(enc.ids)
-
-
-@pytest.fixture(scope="module")
-def session_tokenizers(assets: dict[str, Path]) -> dict[str, SessionTokenizer]:
-    return {name: SessionTokenizer.from_file(assets[name], window=64) for name in FAMILIES}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
