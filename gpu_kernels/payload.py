@@ -14,7 +14,6 @@ normalizer costs more than the whole GPU path.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 from unicodedata import is_normalized
@@ -22,6 +21,7 @@ from unicodedata import is_normalized
 import numpy as np
 import numpy.typing as npt
 
+from gpu_kernels.added_spans import AddedSpans
 from gpu_kernels.char_classes import NFC_BOUNDARY, NFC_UNKNOWN, SENTINEL_POINT, CodePoints
 
 Bytes = npt.NDArray[np.uint8]
@@ -47,8 +47,7 @@ class AddedSplit:
 
     def __init__(self, added: Mapping[str, int], normalizer: Any, normalizer_json: Any) -> None:
         self._added = {token.encode(): i for token, i in added.items()}
-        longest_first = sorted(self._added, key=len, reverse=True)
-        self._split = re.compile(b"|".join(map(re.escape, longest_first))) if added else None
+        self._spans = AddedSpans(self._added)
         self._normalizer = normalizer
         kind = (normalizer_json or {}).get("type")
         self._ascii_stable = kind in _FORMS
@@ -59,7 +58,7 @@ class AddedSplit:
     ) -> Payload:
         """``utf8``: the text's UTF-8 when the caller has it (saves encoding it again)."""
         data = text.encode() if utf8 is None else utf8  # a lone surrogate raises, as in HF
-        spans = [m.span() for m in self._split.finditer(data)] if self._split else []
+        spans = self._spans.find(data)
         rewritten = assumed = False
         if self._normalizer is None or (self._ascii_stable and text.isascii()):
             pass  # every normal form leaves ASCII as it is
