@@ -7,8 +7,11 @@ two leads, 55 ms for 4 MB).  So each lead gets a pattern of its own that opens w
 the start its tokens share, then a lookahead holding their rests as a trie (an attempt costs a
 token's length; the longest wins).  No token begins inside that consumed start (``_pattern``),
 so each pattern finds every position where one of its tokens begins; the matches of all leads,
-merged in text order, are taken from the left, each skipping those it covers.  A lead the text
-lacks (``in``: memchr) is not scanned for.
+merged in text order, are taken from the left, each skipping those it covers.
+
+Agent text holds a lead rarely (``<``: about once per KiB), so the pattern is tried only where
+``bytes.find`` (memchr, tens of GB/s) finds its lead: a Python step per hit, cheaper than the
+engine's byte loop up to about one hit per ``bytes_per_hit`` bytes; past that the engine scans.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ _END = -1
 class AddedSpans:
     """``find(data)``: the byte spans of the added tokens in ``data``, leftmost-longest."""
 
-    def __init__(self, tokens: Collection[bytes]) -> None:
+    def __init__(self, tokens: Collection[bytes], *, bytes_per_hit: int = 1024) -> None:
+        """``bytes_per_hit``: the density of a lead past which the regex engine scans for it."""
+        self._bytes_per_hit = bytes_per_hit
         leads: dict[bytes, list[bytes]] = {}
         for token in tokens:
             if token:  # HF adds no empty token
@@ -35,12 +40,7 @@ class AddedSpans:
         """Each lead -> a regex matching where a token begins, group 1 ending the longest."""
 
     def find(self, data: bytes) -> Spans:
-        matches = [
-            (m.start(), m.end(1))
-            for lead, pattern in self._patterns.items()
-            if lead in data
-            for m in pattern.finditer(data)
-        ]
+        matches = [m for lead in self._patterns for m in self._matches(data, lead)]
         if len(self._patterns) > 1:
             matches.sort()
         spans: Spans = []
@@ -50,6 +50,22 @@ class AddedSpans:
                 spans.append((start, stop))
                 end = stop
         return spans
+
+    def _matches(self, data: bytes, lead: bytes) -> Spans:
+        """Where a token beginning with ``lead`` begins, with the longest's end: the pattern
+        tried at each hit of the lead while they stay sparse, else scanning for itself."""
+        pattern = self._patterns[lead]
+        budget = len(data) // self._bytes_per_hit
+        found: Spans = []
+        at = data.find(lead)
+        while at >= 0:
+            budget -= 1
+            if budget < 0:
+                return [(m.start(), m.end(1)) for m in pattern.finditer(data)]
+            if match := pattern.match(data, at):
+                found.append((at, match.end(1)))
+            at = data.find(lead, at + 1)
+        return found
 
 
 def _pattern(tokens: list[bytes]) -> re.Pattern[bytes]:
