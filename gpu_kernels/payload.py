@@ -14,7 +14,6 @@ normalizer costs more than the whole GPU path.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 from unicodedata import is_normalized
@@ -22,6 +21,7 @@ from unicodedata import is_normalized
 import numpy as np
 import numpy.typing as npt
 
+from gpu_kernels.added_spans import AddedSpans
 from gpu_kernels.char_classes import NFC_BOUNDARY, NFC_UNKNOWN, SENTINEL_POINT, CodePoints
 
 Bytes = npt.NDArray[np.uint8]
@@ -47,8 +47,7 @@ class AddedSplit:
 
     def __init__(self, added: Mapping[str, int], normalizer: Any, normalizer_json: Any) -> None:
         self._added = {token.encode(): i for token, i in added.items()}
-        longest_first = sorted(self._added, key=len, reverse=True)
-        self._split = re.compile(b"|".join(map(re.escape, longest_first))) if added else None
+        self._spans = AddedSpans(self._added)
         self._normalizer = normalizer
         kind = (normalizer_json or {}).get("type")
         self._ascii_stable = kind in _FORMS
@@ -59,7 +58,7 @@ class AddedSplit:
     ) -> Payload:
         """``utf8``: the text's UTF-8 when the caller has it (saves encoding it again)."""
         data = text.encode() if utf8 is None else utf8  # a lone surrogate raises, as in HF
-        spans = [m.span() for m in self._split.finditer(data)] if self._split else []
+        spans = self._spans.find(data)
         rewritten = assumed = False
         if self._normalizer is None or (self._ascii_stable and text.isascii()):
             pass  # every normal form leaves ASCII as it is
@@ -117,9 +116,15 @@ def nfc_windows(codes: Any, char_at: Any, size: int, xp: Any) -> tuple[Any, Any]
 def windows_normalized(data: bytes, begin: Offsets, end: Offsets) -> bool:
     """Whether every window ``data[b:e]`` is in NFC, by Python's ``unicodedata``: the engine's
     answer too for characters Python has (Unicode's normalization stability policy).  Context
-    from outside a stretch (an added token's own bytes) can only make a window fail, never pass."""
-    windows = sorted(set(zip(begin.tolist(), end.tolist(), strict=True)))
-    return all(is_normalized("NFC", data[b:e].decode()) for b, e in windows)
+    from outside a stretch (an added token's own bytes) can only make a window fail, never pass.
+
+    One check of the windows joined by newlines, not one per window: NFC joins a newline to
+    nothing on either side, so it normalizes the joined text window by window, and that is the
+    joined text only if each window is its own NFC (the first that is not would differ from it
+    or be a proper prefix or extension of it, and a text canonically equivalent to another
+    cannot be: their decompositions agree, length included)."""
+    windows = zip(begin.tolist(), end.tolist(), strict=True)
+    return is_normalized("NFC", b"\n".join([data[b:e] for b, e in windows]).decode())
 
 
 def marked(payload: Payload) -> Bytes:

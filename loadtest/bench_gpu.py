@@ -15,7 +15,8 @@ usually are: the planted ones make the host run the engine's normalizer) and, be
   core: what CPU parallelism gives (its ids are not the text's: chunks split pieces);
 * ``gpu``: ``DeviceEncoder.encode`` end to end (str in, host ids out: the added-token split,
   both copies and every kernel), its ids checked equal to the reference's;
-* ``host``: the host's share of ``gpu`` (the added-token split and UTF-8 encode).
+* ``host``: the host's share of ``gpu`` (the added-token split and UTF-8 encode; stage by
+  stage, without a GPU: ``bench_gpu_host.py``).
 
 Kernels are compiled and class blocks probed before timing (a warm-up encode).  ``--profile``
 then prints, for the last size of each row, each kernel's time (the device synchronised
