@@ -4,9 +4,11 @@ URL answers 200) for the duration of a ``with`` block."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,11 +27,12 @@ def free_port() -> int:
 
 @contextmanager
 def process(
-    args: list[str], health: str, env: dict[str, str] | None = None
+    args: list[str], health: str, env: dict[str, str] | None = None, root: Path = ROOT
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``args`` from the repository root until ``health`` answers 200; stop it on exit."""
+    """Run ``args`` from the repository ``root`` (its code first on the path) until ``health``
+    answers 200; stop it on exit."""
     proc = subprocess.Popen(
-        args, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=ROOT
+        args, env={**os.environ, "PYTHONPATH": str(root), **(env or {})}, cwd=root
     )
     try:
         wait_healthy(health, [proc], " ".join(args[:4]))
@@ -37,6 +40,25 @@ def process(
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """A temporary worktree of this repository at ``rev`` (its built extensions copied in,
+    the tokenizer assets linked), removed on exit: to run an earlier version beside this one."""
+    with tempfile.TemporaryDirectory(prefix="toksplice-baseline-") as parent:
+        tree = Path(parent) / "tree"
+        git = ["git", "-C", str(ROOT)]
+        subprocess.run([*git, "worktree", "add", "--detach", str(tree), rev], check=True)
+        try:
+            for built in ROOT.glob("app/**/*.so"):
+                shutil.copy2(built, tree / built.relative_to(ROOT))
+            assets = ROOT / ".assets"
+            if assets.exists() and not (tree / ".assets").exists():
+                (tree / ".assets").symlink_to(assets)
+            yield tree
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False)
 
 
 def wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], what: str) -> None:

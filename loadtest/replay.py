@@ -15,12 +15,18 @@ concurrency, all from one run:
 * proxy-added latency: request in -> upstream request out, as the proxy measures it
   (``Server-Timing: proxy``: body read, JSON parse, render, tokenize, id JSON, request build);
 * render and tokenize medians, and the tokenization routes taken.
+
+``--baseline REV`` also starts the proxy of an earlier commit (a temporary git worktree) on
+the same upstream and sends every call to both, in alternating order, so that the two are
+measured under the same load: printed per row, both proxy-added p50s, their ratio, and the
+median of the per-call ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import re
@@ -46,6 +52,7 @@ from loadtest.agent_sessions import (  # noqa: E402
     session_id,
 )
 from loadtest.processes import (  # noqa: E402
+    checkout,
     free_port,
     process,
     serve_args,
@@ -122,28 +129,31 @@ async def _call(
 
 
 async def _session(
-    proxy: str,
+    proxies: list[str],
     upstream: str,
     seed: int,
     bodies: tuple[list[bytes], list[bytes]],
     direct: int,
-    through: Samples,
+    through: list[Samples],
     straight: Samples,
     api: str,
 ) -> None:
-    """One session: the warm-up call, the timed calls through the proxy, then some of the
-    same requests straight to the upstream (as chat bodies: the upstream renders them)."""
+    """One session: the warm-up call, the timed calls through each proxy (in turn, the first
+    one first every other call), then some of the same requests straight to the upstream
+    (as chat bodies: the upstream renders them)."""
     proxied, chat = bodies
-    url = proxy + _PATHS[api]
     headers = {
         "content-type": "application/json",
         "x-session-id": session_id(seed),
         "x-claude-code-session-id": session_id(seed),
     }
+    urls = [proxy + _PATHS[api] for proxy in proxies]
     async with httpx.AsyncClient(timeout=600) as client:
-        await _call(client, url, proxied[0], headers, None)
-        for body in proxied[1:]:
-            await _call(client, url, body, headers, through)
+        for url in urls:
+            await _call(client, url, proxied[0], headers, None)
+        for k, body in enumerate(proxied[1:]):
+            for j in range(len(urls))[:: -1 if k % 2 else 1]:
+                await _call(client, urls[j], body, headers, through[j])
         for body in chat[1 : 1 + direct]:
             await _call(client, upstream + _PATHS["chat"], body, headers, straight)
 
@@ -154,44 +164,64 @@ def _p(values: list[float], q: float) -> float:
 
 
 def run(
-    sizes: list[int], concurrency: list[int], calls: int, direct: int, api: str
+    sizes: list[int],
+    concurrency: list[int],
+    calls: int,
+    direct: int,
+    api: str,
+    baseline: str | None = None,
 ) -> list[dict[str, Any]]:
     folder = assets.fetch()["qwen3"].parent
-    up_port, proxy_port = free_port(), free_port()
-    upstream, proxy = f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}"
+    up_port, proxy_port, base_port = free_port(), free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}"
+    proxies = [f"http://127.0.0.1:{proxy_port}"]
     rows = []
-    with (
-        process(
-            standin_args(folder, up_port),
-            upstream + "/health",
-        ),
-        process(
-            serve_args(upstream, folder, MODEL, proxy_port),
-            proxy + "/health",
-        ),
-    ):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(process(standin_args(folder, up_port), upstream + "/health"))
+        stack.enter_context(
+            process(serve_args(upstream, folder, MODEL, proxy_port), proxies[0] + "/health")
+        )
+        if baseline is not None:
+            tree = stack.enter_context(checkout(baseline))
+            proxies.append(f"http://127.0.0.1:{base_port}")
+            args = serve_args(upstream, folder, MODEL, base_port)
+            stack.enter_context(process(args, proxies[1] + "/health", root=tree))
         for typed, size, n in itertools.product((False, True), sizes, concurrency):
             seeds = [size // 1000 + 7919 * n + 104729 * typed + k for k in range(n)]
             sessions = [_timed_bodies(seed, size, calls, typed, api) for seed in seeds]
-            through, straight = Samples(), Samples()
+            through, straight = [Samples() for _ in proxies], Samples()
 
             async def main(
                 seeds: list[int] = seeds,
                 sessions: list[tuple[list[bytes], list[bytes]]] = sessions,
-                through: Samples = through,
+                through: list[Samples] = through,
                 straight: Samples = straight,
             ) -> None:
                 await asyncio.gather(
                     *(
-                        _session(proxy, upstream, seed, bodies, direct, through, straight, api)
+                        _session(proxies, upstream, seed, bodies, direct, through, straight, api)
                         for seed, bodies in zip(seeds, sessions, strict=True)
                     )
                 )
 
             asyncio.run(main())
-            rows.append(_row(size, n, typed, through, straight) | {"api": api})
+            row = _row(size, n, typed, through[0], straight) | {"api": api}
+            if baseline is not None:
+                row |= _paired(baseline, through[0], through[1])
+            rows.append(row)
             print(_format(rows[-1]), flush=True)
     return rows
+
+
+def _paired(baseline: str, ours: Samples, theirs: Samples) -> dict[str, Any]:
+    """The proxy-added time of the same calls through this proxy and the baseline's."""
+    mine, base = ours.parts["proxy"], theirs.parts["proxy"]
+    return {
+        "baseline": baseline,
+        "baseline_proxy_added_p50": _p(base, 0.5),
+        "ratio_p50": _p(mine, 0.5) / _p(base, 0.5),
+        "ratio_per_call": statistics.median(a / b for a, b in zip(mine, base, strict=True)),
+    }
 
 
 def _row(size: int, n: int, typed: bool, through: Samples, straight: Samples) -> dict[str, Any]:
@@ -225,6 +255,12 @@ def _format(row: dict[str, Any]) -> str:
         f" (read {row['read_p50']:.2f}, parse {row['parse_p50']:.2f}, render "
         f"{row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
         f"routes {row['routes']}"
+        + (
+            f"\n    vs {row['baseline']}: proxy-added p50 {row['baseline_proxy_added_p50']:.2f} ms,"
+            f" ratio {row['ratio_p50']:.2f} (per-call median {row['ratio_per_call']:.2f})"
+            if "baseline" in row
+            else ""
+        )
     )
 
 
@@ -264,6 +300,11 @@ def main() -> None:
         help="client API: OpenAI chat, or Anthropic messages with Claude Code's per-call "
         "billing line (an edit near the start of every call)",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run the proxy of git revision REV, every call sent to both (A/B in one run)",
+    )
     args = parser.parse_args()
     rows = run(
         [int(s) for s in args.sizes.split(",")],
@@ -271,6 +312,7 @@ def main() -> None:
         args.calls,
         args.direct_calls,
         args.api,
+        args.baseline,
     )
     print(markdown(rows))
     out = ROOT / "loadtest" / "results" / f"replay-{args.api}.json"
