@@ -13,7 +13,7 @@ pieces are encoded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,7 +72,7 @@ class EncodedPieces:
         ``new`` equals the piece at the same position here; None when too many positions
         differ.  Raises ``UnicodeEncodeError`` for a new piece that is not valid Unicode."""
         old, fresh = self.text.pieces, new.pieces
-        k = _equal_prefix(fresh, old)  # usually all but the last few pieces, found in C
+        k = equal_prefix(fresh, old)  # usually all but the last few pieces, found in C
         n = min(len(old), len(fresh))
         changed: list[int] = []
         for i in range(k, n):
@@ -102,10 +102,11 @@ class EncodedPieces:
         return int(self.ends[piece - 1]) if piece else 0
 
 
-def _equal_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    """How many leading items of ``a`` and ``b`` are equal.  Tuple ``==`` compares in C and
-    checks identity first, so the unchanged pieces (the same objects) are not even read; the
-    search gallops back from the end, where a session's prompts differ, then bisects."""
+def equal_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many leading items of ``a`` and ``b`` (two tuples or two lists) are equal.  Their
+    ``==`` compares in C and checks identity first, so unchanged pieces (the same objects) are
+    not even read; the search gallops back from the end, where a session's prompts differ,
+    then bisects."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n

@@ -145,7 +145,7 @@ class SessionMemo:
     def resize(self) -> None:
         """Estimate: each run's text, and as much again for the messages (the messages'
         text when no loop is memoized)."""
-        text = sum(sum(map(len, r.pieces)) for r in self.runs.values())
+        text = sum(r.chars for r in self.runs.values())
         self.size = 2 * text if text else sum(map(_chars, self.requests))
 
 

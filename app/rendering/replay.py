@@ -34,6 +34,7 @@ from typing import Any
 from jinja2.runtime import Undefined
 from jinja2.utils import Namespace
 
+from app.pieced_text import equal_prefix
 from app.rendering.loops import ITEMS, LO, MARK, LoopPlan, Threshold
 
 _OPS: Mapping[str, Callable[[Any, Any], Any]] = MappingProxyType(
@@ -82,6 +83,7 @@ class LoopRun:
     entry: Any  # fingerprint of the outer values (thresholds apart) at loop entry
     thresholds: tuple[int, ...]
     pieces: list[str]  # pieces[t]: iteration t's output
+    chars: int  # their total length
     states: list[_State]  # states[t]: the written namespace attributes after iteration t
     start: _State  # ... before iteration 0
     replayed: int  # iterations copied rather than rendered (for tests and benchmarks)
@@ -141,7 +143,17 @@ def run_loop(
     else:
         for u in range(t, len(items)):
             _step(plan, items, u, values, pieces, states, written)
-    return pieces, LoopRun(items, lists, entry, limits, pieces, states, start, replayed)
+    chars = _total_length(pieces, previous)
+    return pieces, LoopRun(items, lists, entry, limits, pieces, chars, states, start, replayed)
+
+
+def _total_length(pieces: list[str], previous: LoopRun | None) -> int:
+    """``sum(map(len, pieces))``, reading only the pieces past those the previous run holds
+    at the same positions (the replayed ones: the same objects, compared without a read)."""
+    if previous is None:
+        return sum(map(len, pieces))
+    k = equal_prefix(pieces, previous.pieces)
+    return previous.chars - sum(map(len, previous.pieces[k:])) + sum(map(len, pieces[k:]))
 
 
 def _step(

@@ -178,6 +178,8 @@ def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
                 session=session,
             )
             assert memo == fresh
+            for run in (m for m in cache._sessions.values() for m in m.runs.values()):
+                assert run.chars == sum(map(len, run.pieces))  # the memo's size, kept by diff
 
 
 def outcome(template: ChatTemplate, messages: list[dict[str, Any]], **options: Any) -> str:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.errors import InvalidTextError
-from app.pieced_text import EncodedPieces, PiecedText
+from app.pieced_text import EncodedPieces, PiecedText, equal_prefix
 from app.tokenization import SessionTokenizer
 from tests.adversarial import grown_texts
 
@@ -189,3 +189,15 @@ def test_successor_refuses_texts_that_do_not_line_up() -> None:
 def test_tail() -> None:
     text = PiecedText(["ab", "", "cde", "f"])
     assert [text.tail(n) for n in (0, 1, 2, 4, 6, 9)] == ["", "f", "ef", "cdef", "abcdef", "abcdef"]
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "ab", ""]), max_size=12),
+    st.lists(st.sampled_from(["a", "b", "ab", ""]), max_size=12),
+    st.integers(0, 12),
+)
+def test_equal_prefix_is_the_first_difference(a: list[str], b: list[str], shared: int) -> None:
+    b = a[:shared] + b
+    n = min(len(a), len(b))
+    first = next((k for k in range(n) if a[k] != b[k]), n)
+    assert equal_prefix(a, b) == equal_prefix(tuple(a), tuple(b)) == first
