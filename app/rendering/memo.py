@@ -77,8 +77,44 @@ class SessionMemo:
         if fmt != self.fmt:
             self.clear()
             self.fmt = fmt
+        n_new = len(messages)
+        if frozen and self._extends(messages):
+            # Last call's objects, then new ones (an agent's usual call): one identity pass.
+            redo = list(range(len(self.originals), n_new))
+        else:
+            redo = self._changed(messages, frozen)
         old_exact, old_prepared = self.exact, self.prepared
-        originals = self.originals
+        out, exact = old_prepared[:n_new], old_exact[:n_new]
+        requests = self.requests[:n_new]
+        for i in redo:
+            message = messages[i]
+            fresh = (
+                prepare_one(i, message),
+                # a copy: a caller editing its dict in place must not edit what we compare to
+                dict(message) if type(message) is dict else message,
+                _exactness(message),
+            )
+            if i < len(out):
+                out[i], requests[i], exact[i] = fresh
+            else:
+                out.append(fresh[0])
+                requests.append(fresh[1])
+                exact.append(fresh[2])
+        checks = _checks_after(self.checks[: bisect.bisect_left(self.checks, n_new)], redo, exact)
+        reused = n_new - len(redo)
+        self.requests, self.exact, self.prepared, self.checks = requests, exact, out, checks
+        self.originals = list(messages) if frozen else []
+        self.reused = reused
+        return out
+
+    def _extends(self, messages: Sequence[Any]) -> bool:
+        """``messages`` begins with last call's message objects, all of them."""
+        n = len(self.originals)
+        return 0 < n <= len(messages) and all(map(operator.is_, messages, self.originals))
+
+    def _changed(self, messages: Sequence[Any], frozen: bool) -> list[int]:
+        """The positions whose prepared message cannot be last call's."""
+        old_exact, originals = self.exact, self.originals
         # Frozen inputs: the objects that are last call's need no comparison at all.
         if frozen:
             same = list(map(operator.is_, messages, originals))
@@ -112,28 +148,7 @@ class SessionMemo:
         reuse = list(map(operator.and_, same[:n_new], is_dict))
         redo = [*itertools.compress(range(len(reuse)), map(operator.not_, reuse))]
         redo += range(len(reuse), n_new)
-        out, exact = old_prepared[:n_new], old_exact[:n_new]
-        requests = self.requests[:n_new]
-        for i in redo:
-            message = messages[i]
-            fresh = (
-                prepare_one(i, message),
-                # a copy: a caller editing its dict in place must not edit what we compare to
-                dict(message) if type(message) is dict else message,
-                _exactness(message),
-            )
-            if i < len(out):
-                out[i], requests[i], exact[i] = fresh
-            else:
-                out.append(fresh[0])
-                requests.append(fresh[1])
-                exact.append(fresh[2])
-        checks = _checks_after(self.checks[: bisect.bisect_left(self.checks, n_new)], redo, exact)
-        reused = n_new - len(redo)
-        self.requests, self.exact, self.prepared, self.checks = requests, exact, out, checks
-        self.originals = list(messages) if frozen else []
-        self.reused = reused
-        return out
+        return redo
 
     def render_loop(self, k: int, plan: LoopPlan, items: Any, values: dict[str, Any]) -> list[str]:
         """Loop ``k``'s output pieces, replaying what it can of its previous run."""
