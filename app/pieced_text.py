@@ -13,6 +13,7 @@ pieces are encoded.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,8 @@ class EncodedPieces:
 
     text: PiecedText
     ends: Ends
+    nbytes: int
+    """Memory its pieces hold (``sys.getsizeof`` of each), kept by difference."""
 
     @classmethod
     def measured(cls, text: PiecedText) -> tuple[bytes, EncodedPieces]:
@@ -64,7 +67,8 @@ class EncodedPieces:
         Raises ``UnicodeEncodeError`` for a piece that is not valid Unicode."""
         encoded = [piece.encode("utf-8") for piece in text.pieces]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        return b"".join(encoded), cls(text, np.cumsum(lengths))
+        nbytes = sum(map(sys.getsizeof, text.pieces))
+        return b"".join(encoded), cls(text, np.cumsum(lengths), nbytes)
 
     def successor(self, new: PiecedText, utf8: bytes) -> tuple[bytes, int, EncodedPieces] | None:
         """(UTF-8 of ``new``, a length of leading bytes it shares with ``utf8``, ``new``
@@ -96,7 +100,10 @@ class EncodedPieces:
                 parts.append(encoded[i])
             piece = i + 1
         shared = self._start(changed[0] if changed else len(fresh))
-        return b"".join(parts), shared, EncodedPieces(new, ends)
+        replaced = [old[i] for i in changed if i < len(old)] + list(old[len(fresh) :])
+        nbytes = self.nbytes + sum(map(sys.getsizeof, (fresh[i] for i in changed)))
+        nbytes -= sum(map(sys.getsizeof, replaced))
+        return b"".join(parts), shared, EncodedPieces(new, ends, nbytes)
 
     def _start(self, piece: int) -> int:
         return int(self.ends[piece - 1]) if piece else 0

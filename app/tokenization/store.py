@@ -191,8 +191,8 @@ class RecentTexts:
     whole transcript to UTF-8, which costs more than anything else at millions of characters;
     a pieced text is kept with its pieces' UTF-8 ends, to build the next one's UTF-8 from
     (``EncodedPieces``).  An entry is used only together with the very state it was encoded
-    into.  A pieced text is counted as its UTF-8 size: its pieces are mostly the render
-    memo's own.
+    into.  A pieced text counts what its pieces hold, though the render memo mostly holds the
+    same objects: the bound stays true once the memo has let them go.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -212,7 +212,7 @@ class RecentTexts:
             return entry[0]
 
     def put(self, key: SessionKey, text: Recent, state: SessionState) -> None:
-        size = sys.getsizeof(text) if isinstance(text, str) else len(state.text)
+        size = sys.getsizeof(text) if isinstance(text, str) else text.nbytes
         with self._lock:
             old = self._texts.pop(key, None)
             if old is not None:

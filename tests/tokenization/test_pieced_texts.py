@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -174,6 +175,7 @@ def test_successor_builds_the_utf8_of_the_new_text(versions: list[list[str]]) ->
         assert data == new.text().encode()
         assert data[:shared] == utf8[:shared]
         assert encoded.ends.tolist() == EncodedPieces.measured(new)[1].ends.tolist()
+        assert encoded.nbytes == sum(map(sys.getsizeof, pieces))
         utf8 = data
 
 
