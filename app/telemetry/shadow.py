@@ -105,7 +105,9 @@ class ShadowVerifier:
         except queue.Empty:
             self._metrics.shadow_drops.inc()
             return
-        utf8[:] = joined(text).encode()  # the copies are freed at once; the buffer keeps its room
+        # From the rendered pieces, not the session tokenizer's bytes of them: the check must
+        # not depend on how those were built.  The copies are freed at once; the buffer stays.
+        utf8[:] = joined(text).encode()
         sentinels = None if masked is None else masked.tokens
         self._jobs.put(
             ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route, typed,
