@@ -83,8 +83,13 @@ SOURCE = (
 )
 
 
+OPTIONS = ("--std=c++17",)
+"""NVRTC options of ``module()`` (CuPy adds the device's architecture); CI compiles with the
+same ones for an H200's sm_90 (``tests/gpu_kernels/nvrtc.py``)."""
+
+
 @functools.cache
 def module() -> Any:
     """The compiled ``cupy.RawModule`` (NVRTC, once per process)."""
     cupy: Any = importlib.import_module("cupy")
-    return cupy.RawModule(code=SOURCE, options=("--std=c++17",))
+    return cupy.RawModule(code=SOURCE, options=OPTIONS)

@@ -10,7 +10,7 @@ import functools
 import importlib
 import importlib.util
 
-_PROBE_KERNEL = r"""
+PROBE_KERNEL = r"""
 extern "C" __global__ void probe(int* out) { out[threadIdx.x] = threadIdx.x * 2; }
 """
 
@@ -25,7 +25,7 @@ def unavailable_reason() -> str | None:
         if cupy.cuda.runtime.getDeviceCount() < 1:
             return "CuPy sees no CUDA device"
         out = cupy.zeros(32, dtype=cupy.int32)
-        cupy.RawKernel(_PROBE_KERNEL, "probe")((1,), (32,), (out,))
+        cupy.RawKernel(PROBE_KERNEL, "probe")((1,), (32,), (out,))
         if out.get().tolist() != [2 * i for i in range(32)]:
             return "the NVRTC probe kernel returned wrong values"
     except Exception as exc:  # any CUDA, driver or NVRTC failure means "no GPU path"
