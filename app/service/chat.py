@@ -130,16 +130,15 @@ class ChatService:
         else:
             text = rendered.text()
             self.render_cache.make_room(text)  # this path joins: keep the join off fresh pages
-            ids, reused = self.typed_specials.encode(
-                text, masked, session=key, tenant=caller.tenant
-            )
+            pieces = self.typed_specials.encode(text, masked, session=key, tenant=caller.tenant)
             if self.card.send_text:
                 text = masked.restore(text)
             encoding = Encoding(
-                ids=ids,
+                ids=pieces.ids,
                 route="pieces",
-                reused_tokens=reused,
+                reused_tokens=pieces.reused,
                 fallback="special-token text in client content",
+                copied=pieces.copied,
             )
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them

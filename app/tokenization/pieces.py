@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from app.tokenization.lru import LruCache
-from app.tokenization.reference import IdArray
+from app.tokenization.reference import CopiedIds, IdArray
 
 _CHUNK = 1 << 16
 _TRIES = 8  # resync attempts after a change before only the common suffix is tried
@@ -53,6 +54,14 @@ class PieceState:
         return 4 * len(self.text) + self.ids.nbytes + 3 * self.starts.nbytes
 
 
+class PieceIds(NamedTuple):
+    ids: IdArray
+    reused: int
+    """Ids that came from the previous call or the piece cache."""
+    copied: CopiedIds | None
+    """The stretches copied from the previous call's ids (the id JSON reuses their text)."""
+
+
 @dataclass(slots=True)
 class _Builder:
     ids: list[IdArray]
@@ -61,11 +70,19 @@ class _Builder:
     id_index: list[int]
     count: int = 0
     reused: int = 0
+    copied: list[tuple[int, int, int]] = field(default_factory=list)
+    """(first, last, at) of each stretch of the previous call's ids copied (``CopiedIds``)."""
 
     def add_ids(self, ids: IdArray, *, reused: bool) -> None:
         self.ids.append(ids)
         self.count += len(ids)
         self.reused += len(ids) if reused else 0
+
+    def copy_ids(self, old: IdArray, first: int, last: int) -> None:
+        """Append the previous call's ids ``old[first:last]``."""
+        if last > first:
+            self.copied.append((first, last, self.count))
+        self.add_ids(old[first:last], reused=True)
 
     def add_match(self, start: int, end: int, special: IdArray) -> None:
         self.starts.append(start)
@@ -98,8 +115,7 @@ class PieceEncoder:
         *,
         session: str,
         tenant: str,
-    ) -> tuple[IdArray, int]:
-        """(ids, how many came from the previous call or the piece cache)."""
+    ) -> PieceIds:
         old = self._states.get(session)
         if old is not None and any(sentinels.get(s) != t for s, t in old.sentinels.items()):
             old = None
@@ -129,7 +145,8 @@ class PieceEncoder:
             ids,
         )
         self._states.put(session, state, state.nbytes)
-        return ids, out.reused
+        copied = CopiedIds(old.ids, tuple(out.copied)) if old is not None and out.copied else None
+        return PieceIds(ids, out.reused, copied)
 
     def forget(self, session: str) -> int:
         """Drops the session's state and every cached piece (after a divergence nothing
@@ -153,8 +170,7 @@ class PieceEncoder:
         kept = int(np.searchsorted(old.ends, safe, side="right"))
         if not kept:
             return 0
-        last = int(old.id_index[kept - 1])
-        out.add_ids(old.ids[: last + 1], reused=True)
+        out.copy_ids(old.ids, 0, int(old.id_index[kept - 1]) + 1)
         out.starts.extend(old.starts[:kept].tolist())
         out.ends.extend(old.ends[:kept].tolist())
         out.id_index.extend(old.id_index[:kept].tolist())
@@ -255,7 +271,7 @@ def _copy_matches(old: PieceState, run: _Run, out: _Builder) -> int:
     start_id = int(old.id_index[first])
     stop_id = len(old.ids) if run.to_end else int(old.id_index[last - 1]) + 1
     base = out.count
-    out.add_ids(old.ids[start_id:stop_id], reused=True)
+    out.copy_ids(old.ids, start_id, stop_id)
     out.starts.extend((old.starts[first:last] + shift).tolist())
     out.ends.extend((old.ends[first:last] + shift).tolist())
     out.id_index.extend((old.id_index[first:last] - start_id + base).tolist())

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
 from app.tokenization.lru import LruCache
-from app.tokenization.pieces import PieceEncoder
+from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray, ReferenceEncoder
 from app.tokenization.session import SessionTokenizer
 from app.tokenization.spec import spec_from_json
@@ -207,11 +207,8 @@ class TypedSpecials:
         masked = _map_strings(item, lambda text: self._swap(text, sentinels))
         return _Checked(True, sentinel, size, masked, orjson.dumps(item))
 
-    def encode(
-        self, rendered: str, masked: Masked, *, session: str, tenant: str
-    ) -> tuple[IdArray, int]:
-        """(exact ids, ids reused from the session's previous call or the piece cache) of a
-        transcript rendered from ``masked``."""
+    def encode(self, rendered: str, masked: Masked, *, session: str, tenant: str) -> PieceIds:
+        """The exact ids of a transcript rendered from ``masked``, with what was reused."""
         assert self._pieces is not None
         return self._pieces.encode(
             rendered, masked.tokens, masked.restore, session=session, tenant=tenant

@@ -7,12 +7,14 @@ import re
 from pathlib import Path
 from unittest import mock
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.tokenization import typed_specials
+from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import Masked, TypedSpecials
 
 SENTINEL = "\U0010fd00"
@@ -118,18 +120,32 @@ def check_edits(
     changes: list[tuple[str, float, float, str, bool]],
     session: int,
 ) -> None:
+    """Each call's ids equal the reference; the stretches it says it copied from the previous
+    call's ids are those ids, and the id JSON spliced from them is the ids' JSON."""
     masked = Masked([], None, {SENTINEL: "<|im_end|>"})
     text = start
+    key = f"t/{session}"
+    previous = None
+    id_json = IdsJsonCache(1 << 24)
     for change in [None, *changes]:
         if change is not None:
             text = _apply(text, *change[:4])
             if not change[4] and change is not changes[-1]:
                 continue
-        ids, reused = typed.encode(text, masked, session=f"t/{session}", tenant="t")
+        ids, reused, copied = typed.encode(text, masked, session=key, tenant="t")
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, "<|im_end|>")
         assert list(ids) == _expected(qwen, plain, text)
         assert 0 <= reused <= len(ids)
+        if copied is not None and previous is not None:  # (the first call's previous call
+            # may be an earlier example's, of the same session number)
+            assert copied.source is previous
+            for first, last, at in copied.runs:
+                assert 0 <= first < last <= len(previous)
+                assert list(ids[at : at + last - first]) == list(previous[first:last])
+        json = id_json.json_for(key, ids, copied)
+        assert bytes(json.text) == orjson.dumps(ids.tolist())[1:-1]
+        previous = ids
 
 
 def test_a_long_session_reuses_almost_everything(
@@ -140,7 +156,7 @@ def test_a_long_session_reuses_almost_everything(
     text = "<|im_start|>system\ncch=1;<|im_end|>\n"
     for k in range(30):
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn.replace("x", str(k))
-        ids, reused = typed.encode(text, masked, session="t/long", tenant="t")
+        ids, reused, _ = typed.encode(text, masked, session="t/long", tenant="t")
         assert list(ids) == _expected(qwen, plain, text)
     assert reused > 0.9 * len(ids)
 
@@ -159,10 +175,14 @@ def test_an_edit_near_the_start_resyncs_the_scan(
         turn = f"<|im_start|>tool\nprint('{SENTINEL}') # {k} " * 3 + "<|im_end|>\n"
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn
         with mock.patch.object(typed._pieces, "_piece", side_effect=real) as visited:
-            ids, _ = typed.encode(text, masked, session="t/billing", tenant="t")
+            ids, _, copied = typed.encode(text, masked, session="t/billing", tenant="t")
         assert list(ids) == _expected(qwen, plain, text)
         pieces.append(visited.call_count)
     assert max(pieces[1:]) <= 10, pieces  # a full scan visits 4 more every call
+    # All but the edited piece and the last turns are the previous call's ids (so the id
+    # JSON is spliced from the previous call's, not written anew).
+    assert copied is not None
+    assert sum(last - first for first, last, _ in copied.runs) > 0.9 * len(ids)
 
 
 def test_changed_sentinel_meaning_discards_the_state(
@@ -171,7 +191,7 @@ def test_changed_sentinel_meaning_discards_the_state(
     text = "a " + SENTINEL + " b<|im_end|>"
     for typed_text in ("<|im_end|>", "<|endoftext|>"):
         masked = Masked([], None, {SENTINEL: typed_text})
-        ids, _ = typed.encode(text, masked, session="t/m", tenant="t")
+        ids, _, _ = typed.encode(text, masked, session="t/m", tenant="t")
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, typed_text)
         assert list(ids) == _expected(qwen, plain, text, typed_text)
