@@ -26,11 +26,12 @@ def shift(values: Array, by: int, fill: Any, xp: Any) -> Array:
 
 
 def runs(mask: Array, xp: Any) -> tuple[Array, Array]:
-    """(begin, end) of each maximal run of ``mask``, ends exclusive."""
+    """(begin, end) of each maximal run of ``mask``, ends exclusive: the edges alternate, a
+    run's begin then its end (one ``flatnonzero``: on the device, one synchronisation)."""
     flags = mask.astype(xp.int8)
     zero = xp.zeros(1, dtype=xp.int8)
-    edges = xp.diff(xp.concatenate((zero, flags, zero)))
-    return xp.flatnonzero(edges == 1), xp.flatnonzero(edges == -1)
+    edges = xp.flatnonzero(xp.diff(xp.concatenate((zero, flags, zero))))
+    return edges[0::2], edges[1::2]
 
 
 def run_offsets(mask: Array, xp: Any) -> Array:
@@ -62,10 +63,9 @@ def whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
     first = xp.where(absorbs, xp.minimum(stretch_end, end), begin)
     last_newline = _last_before(xp.flatnonzero(newline), end, xp)
     after_newline = xp.maximum(last_newline + 1, first)
-    starts[first[first < end]] = True
-    starts[after_newline[after_newline < end]] = True
-    hand = _continues(classes, end, xp) & (end - 1 > after_newline)
-    starts[end[hand] - 1] = True
+    _mark(starts, first, first < end, xp)
+    _mark(starts, after_newline, after_newline < end, xp)
+    _mark(starts, end - 1, _continues(classes, end, xp) & (end - 1 > after_newline), xp)
 
 
 def gpt2_whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
@@ -73,8 +73,7 @@ def gpt2_whitespace_starts(classes: Array, starts: Array, xp: Any) -> None:
     not end the text or a stretch (``\\s+(?!\\S)`` leaves the last one to the next piece)."""
     begin, end = runs(classes <= WS, xp)
     starts[begin] = True
-    hand = _continues(classes, end, xp) & (end - 1 > begin)
-    starts[end[hand] - 1] = True
+    _mark(starts, end - 1, _continues(classes, end, xp) & (end - 1 > begin), xp)
 
 
 def case_run_facts(classes: Array, kinds: Array, xp: Any) -> tuple[Array, Array, Array]:
@@ -118,6 +117,13 @@ def scan_states(transfers: Array, xp: Any) -> Array:
     states = xp.zeros(n, dtype=transfers.dtype)
     states[1:] = composed[:-1, 0]
     return states
+
+
+def _mark(starts: Array, at: Array, taken: Array, xp: Any) -> None:
+    """``starts[at[taken]] = True`` without selecting first (on the device a selection waits
+    for its count): the ones not taken mark position 0, which starts every text's pieces
+    anyway (callers set it)."""
+    starts[xp.where(taken, at, 0)] = True
 
 
 def _continues(classes: Array, end: Array, xp: Any) -> Array:
