@@ -27,7 +27,7 @@ from app.config import Settings
 from app.main import create_app
 from app.tokenization.growable import Growable
 from app.tokenization.ids_json import IdsJson
-from app.tokenization.pieces import PieceEncoder
+from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray
 from app.tokenization.repair import Plan, Repairer
 from app.tokenization.store import SessionState
@@ -184,9 +184,9 @@ def test_typed_special_token_prompts_are_verified_too(
 
         encode = PieceEncoder.encode
 
-        def faulty(self: PieceEncoder, *args: Any, **kwargs: Any) -> tuple[IdArray, int]:
-            ids, reused = encode(self, *args, **kwargs)
-            return np.concatenate([ids[:-1], ids[-1:] + 1]), reused
+        def faulty(self: PieceEncoder, *args: Any, **kwargs: Any) -> PieceIds:
+            ids, reused, _ = encode(self, *args, **kwargs)
+            return PieceIds(np.concatenate([ids[:-1], ids[-1:] + 1]), reused, None)
 
         monkeypatch.setattr(PieceEncoder, "encode", faulty)
         client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})
