@@ -85,7 +85,7 @@ SOURCE = (
 
 OPTIONS = ("--std=c++17",)
 """NVRTC options of ``module()`` (CuPy adds the device's architecture); CI compiles with the
-same ones for an H200's sm_90 (``tests/gpu_kernels/nvrtc.py``)."""
+same ones for sm_90 (H200) and sm_80, no GPU needed (``tests/gpu_kernels/test_nvrtc.py``)."""
 
 
 @functools.cache
