@@ -46,7 +46,9 @@ def library() -> ctypes.CDLL:
     """``libnvrtc`` of the ``nvidia-cuda-nvrtc-cu12`` package (ImportError when it is absent)."""
     package = importlib.import_module("nvidia.cuda_nvrtc")
     (folder,) = package.__path__
-    return ctypes.CDLL(str(Path(folder) / "lib" / "libnvrtc.so.12"))
+    nvrtc = ctypes.CDLL(str(Path(folder) / "lib" / "libnvrtc.so.12"))
+    nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
+    return nvrtc
 
 
 def compile_for(source: str, options: tuple[str, ...], arch: str) -> Compiled:
@@ -83,6 +85,5 @@ def _check(nvrtc: ctypes.CDLL, result: int) -> None:
 
 
 def _error(nvrtc: ctypes.CDLL, result: int) -> str:
-    nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
     message: bytes = nvrtc.nvrtcGetErrorString(result)
     return message.decode()

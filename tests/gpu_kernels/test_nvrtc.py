@@ -10,6 +10,7 @@ import pytest
 from gpu_kernels.cuda_source import OPTIONS, SOURCE
 from gpu_kernels.device import PROBE_KERNEL
 from tests.gpu_kernels.host_build import kernel_signatures
+from tests.gpu_kernels.nvrtc import CompileError, compile_for
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nvidia.cuda_nvrtc") is None,
@@ -22,8 +23,6 @@ ARCHITECTURES = ["sm_90", "sm_80"]
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_every_kernel_compiles_for_the_device_without_spills(arch: str) -> None:
-    from tests.gpu_kernels.nvrtc import compile_for
-
     compiled = compile_for(SOURCE, OPTIONS, arch)
     assert "warning" not in compiled.log.lower(), compiled.log
     assert set(compiled.kernels) == {name for name, _ in kernel_signatures(SOURCE)}
@@ -32,14 +31,10 @@ def test_every_kernel_compiles_for_the_device_without_spills(arch: str) -> None:
 
 
 def test_the_probe_kernel_compiles() -> None:
-    from tests.gpu_kernels.nvrtc import compile_for
-
     assert set(compile_for(PROBE_KERNEL, (), "sm_90").kernels) == {"probe"}
 
 
 def test_a_broken_kernel_fails_with_nvrtcs_log() -> None:
-    from tests.gpu_kernels.nvrtc import CompileError, compile_for
-
     broken = SOURCE.replace("int n = (int)(end[p] - b);", "int n = (int)(end[p] - b)", 1)
     assert broken != SOURCE
     with pytest.raises(CompileError, match=r"kernels\.cu\(\d+\): error"):
