@@ -157,6 +157,12 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="cold starts (no stored transcript) of at least this many bytes are tokenized on "
         "the GPU when CuPy and a CUDA device are there; 0: never (default 65536)",
     )
+    add(
+        "--parallel-chunk",
+        type=int,
+        help="texts encoded whole on the CPU are cut at stable cuts into chunks of about this "
+        "many bytes, encoded in parallel on every core; 0: in one piece (default 32768)",
+    )
     add("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -188,6 +194,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "shadow_repro_dir",
             "admin_key",
             "gpu_cold_start",
+            "parallel_chunk",
         )
     }
     if args.read_timeout is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from app.tokenization.chunked import PARALLEL_CHUNK
 from app.upstream.output import ToolFormat
 
 DIALECTS = (
@@ -111,6 +112,10 @@ class Settings:
     gpu_cold_start: int = 64 << 10
     """Cold starts (no stored transcript to repair from) of at least this many bytes are
     tokenized on the GPU when one can run the kernels (CuPy, CUDA, a covered family); 0: never."""
+    parallel_chunk: int = PARALLEL_CHUNK
+    """Texts encoded whole on the CPU (cold starts, long new stretches) are cut at proven stable
+    cuts into chunks of about this many bytes, encoded in parallel on every core; 0: in one
+    piece."""
     admin_key: str | None = None
     """Key for /metrics and /debug/* when not bound to a loopback host (``Authorization:
     Bearer <key>`` or ``x-admin-key``)."""
@@ -167,6 +172,8 @@ class Settings:
             raise ValueError("shadow_rate must be between 0 and 1")
         if self.gpu_cold_start < 0:
             raise ValueError("gpu_cold_start must be 0 (off) or a byte count")
+        if self.parallel_chunk < 0:
+            raise ValueError("parallel_chunk must be 0 (one piece) or a byte count")
         if not 0.0 < self.shadow_cpu <= 1.0:
             raise ValueError("shadow_cpu must be above 0 and at most 1")
         if self.shadow_queue < 1 or self.trace_ring < 1:
@@ -184,6 +191,7 @@ def _convert(name: str, raw: str) -> Any:
         "shadow_queue",
         "trace_ring",
         "gpu_cold_start",
+        "parallel_chunk",
     ):
         return int(raw)
     if name in ("store_ttl", "redis_timeout", "client_timeout", "shadow_rate", "shadow_cpu"):

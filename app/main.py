@@ -99,7 +99,10 @@ async def _build_service(
     # built in ``create_app``.
     budget = settings.store_bytes
     tokenizer = SessionTokenizer.from_file(
-        settings.tokenizer_file, store=store, gpu_cold_start=settings.gpu_cold_start
+        settings.tokenizer_file,
+        store=store,
+        gpu_cold_start=settings.gpu_cold_start,
+        parallel_chunk=settings.parallel_chunk,
     )
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
@@ -144,7 +147,11 @@ async def _build_service(
         client=client,
         ids_cache=IdsJsonCache(budget // 8),
         render_cache=RenderCache(max_chars=budget * 3 // 16),
-        typed_specials=TypedSpecials(tokenizer.reference.tokenizer, cache_bytes=budget // 8),
+        typed_specials=TypedSpecials(
+            tokenizer.reference.tokenizer,
+            cache_bytes=budget // 8,
+            parallel_chunk=settings.parallel_chunk,
+        ),
         bodies=BodyParser(budget // 8),
         telemetry=telemetry,
     )

@@ -59,7 +59,7 @@ from loadtest.processes import (  # noqa: E402
     serve_args,
     standin_args,
 )
-from loadtest.standin_upstream import prompt_digest  # noqa: E402
+from loadtest.standin_upstream import expected_answer  # noqa: E402
 
 MODEL = "soak"
 _SHADOW = re.compile(r"^(toksplice_shadow_\w+_total)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
@@ -182,9 +182,7 @@ def divergences(folder: Path, sessions: dict[int, list[bytes]], results: Results
     for seed, k, text in results.answers:
         if (seed, k) not in expected:
             body = orjson.loads(sessions[seed][k])
-            rendered = template.render(body["messages"], tools=body.get("tools"))
-            ids = tokenizer.encode(rendered, add_special_tokens=False).ids
-            expected[seed, k] = "ids:" + prompt_digest(ids)
+            expected[seed, k] = expected_answer(template, tokenizer, body)
         bad += text != expected[seed, k]
     return bad
 

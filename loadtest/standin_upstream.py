@@ -44,6 +44,13 @@ def prompt_digest(ids: list[int]) -> str:
     return hashlib.blake2b(struct.pack(f"<{len(ids)}i", *ids), digest_size=16).hexdigest()
 
 
+def expected_answer(template: ChatTemplate, tokenizer: Tokenizer, body: dict[str, Any]) -> str:
+    """What ``--echo-digest`` answers to the proxy's request for the chat ``body`` when the
+    proxy sent the reference encode of the rendered request."""
+    rendered = template.render(body["messages"], tools=body.get("tools"))
+    return "ids:" + prompt_digest(tokenizer.encode(rendered, add_special_tokens=False).ids)
+
+
 def make_app(folder: Path, *, echo_digest: bool = False) -> Starlette:
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     template = ChatTemplate.from_tokenizer_config(folder / "tokenizer_config.json")

@@ -7,13 +7,15 @@ to it and which earlier ids are provably unchanged.
 from __future__ import annotations
 
 import json
-import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
+from unicodedata import is_normalized
 
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from app.tokenization.convert import bytes_to_unicode
 from app.tokenization.spec import NormalForm, normalizer_kind
@@ -54,25 +56,29 @@ class ReferenceEncoder:
 
     def encode(self, text: str) -> tuple[IdArray, OffsetArray]:
         """Ids of ``text`` without post-processor specials, and each token's end in bytes."""
-        form, byte_level = self._normal_form, self._byte_lengths is not None
-        if byte_level and (form is None or unicodedata.is_normalized(form, text)):
-            enc = self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0]
-            ids = np.asarray(enc.ids, dtype=np.int32)
-            ends = self.ends_from_lengths(ids, len(text.encode("utf-8")))
-            if ends is not None:
-                return ids, ends
-        enc = self.tokenizer.encode(text, add_special_tokens=False)
-        ids = np.asarray(enc.ids, dtype=np.int32)
-        if not len(ids):
-            return ids, np.zeros(0, dtype=np.int32)
-        offsets = np.asarray(enc.offsets, dtype=np.int32)
-        table = None if text.isascii() else char_to_byte_offsets(text)
-        starts, ends = (offsets if table is None else table[offsets]).T
-        # Characters that normalization composed into the one before (a combining mark) or
-        # dropped get no offset of their own: they belong to the token before them, so the
-        # tokens' extents cover the text, each ending where the next begins (or the text ends).
-        ends = np.maximum(ends, np.append(starts[1:], len(text.encode("utf-8"))))
-        return ids, np.ascontiguousarray(ends, dtype=np.int32)
+        return self.encode_many([text])[0]
+
+    def encode_many(self, texts: Sequence[str]) -> list[tuple[IdArray, OffsetArray]]:
+        """``encode`` of each text, the batch encoded by the engine on its thread pool (Rayon:
+        one thread per core, ``RAYON_NUM_THREADS`` to change), so the texts run in parallel."""
+        found: list[tuple[IdArray, OffsetArray] | None] = [None] * len(texts)
+        form = self._normal_form
+        if self._byte_lengths is not None:
+            fast = [i for i, t in enumerate(texts) if form is None or is_normalized(form, t)]
+            batch = self.tokenizer.encode_batch_fast(
+                [texts[i] for i in fast], add_special_tokens=False
+            )
+            for i, enc in zip(fast, batch, strict=True):
+                ids = np.asarray(enc.ids, dtype=np.int32)
+                ends = self.ends_from_lengths(ids, len(texts[i].encode("utf-8")))
+                if ends is not None:
+                    found[i] = ids, ends
+        rest = [i for i, result in enumerate(found) if result is None]
+        if rest:
+            batch = self.tokenizer.encode_batch([texts[i] for i in rest], add_special_tokens=False)
+            for i, enc in zip(rest, batch, strict=True):
+                found[i] = _from_offsets(texts[i], enc)
+        return cast(list[tuple[IdArray, OffsetArray]], found)
 
     def ends_from_lengths(self, ids: IdArray, text_bytes: int) -> OffsetArray | None:
         """Each token's end from the tokens' byte lengths, when those add up to the text's
@@ -82,6 +88,21 @@ class ReferenceEncoder:
             return None
         ends = np.cumsum(self._byte_lengths[ids], dtype=np.int32)
         return ends if (ends[-1] if len(ends) else 0) == text_bytes else None
+
+
+def _from_offsets(text: str, enc: Encoding) -> tuple[IdArray, OffsetArray]:
+    """Ids and byte ends of ``text`` from the engine's character offsets."""
+    ids = np.asarray(enc.ids, dtype=np.int32)
+    if not len(ids):
+        return ids, np.zeros(0, dtype=np.int32)
+    offsets = np.asarray(enc.offsets, dtype=np.int32)
+    table = None if text.isascii() else char_to_byte_offsets(text)
+    starts, ends = (offsets if table is None else table[offsets]).T
+    # Characters that normalization composed into the one before (a combining mark) or
+    # dropped get no offset of their own: they belong to the token before them, so the
+    # tokens' extents cover the text, each ending where the next begins (or the text ends).
+    ends = np.maximum(ends, np.append(starts[1:], len(text.encode("utf-8"))))
+    return ids, np.ascontiguousarray(ends, dtype=np.int32)
 
 
 def char_to_byte_offsets(text: str) -> OffsetArray:

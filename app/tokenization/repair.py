@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from app.tokenization.boundaries import CutRules
+from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.diff import Run, align
-from app.tokenization.reference import CopiedIds, IdArray, OffsetArray, ReferenceEncoder
+from app.tokenization.reference import CopiedIds, IdArray, OffsetArray
 from app.tokenization.store import SessionState
 
 
@@ -78,15 +78,14 @@ class Repairer:
 
     def __init__(
         self,
-        rules: CutRules,
-        reference: ReferenceEncoder,
+        encoder: ChunkedEncoder,
         *,
         window: int,
         doublings: int,
         resync_search: int,
     ) -> None:
-        self.rules = rules
-        self.reference = reference
+        self.encoder = encoder
+        self.rules = encoder.rules
         self.window = window
         self.doublings = doublings
         self.resync_search = resync_search
@@ -128,9 +127,7 @@ class Repairer:
                 stored = old.ends[part.first : part.last]
                 ends.append(stored + np.int32(part.shift) if part.shift else stored)
             else:
-                fresh_ids, fresh_ends = self.reference.encode(
-                    new[part.start : part.end].decode("utf-8")
-                )
+                fresh_ids, fresh_ends = self.encoder.encode(new[part.start : part.end])
                 ids.append(fresh_ids)
                 ends.append(fresh_ends + np.int32(part.start))
             at += len(ids[-1])

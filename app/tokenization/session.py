@@ -26,6 +26,7 @@ from app.errors import InvalidTextError
 from app.pieced_text import EncodedPieces, PiecedText, joined
 from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
+from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder
 from app.tokenization.diff import common_prefix
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.growable import Growable
@@ -85,6 +86,7 @@ class SessionTokenizer:
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
         recent_text_bytes: int = 256 << 20,
+        parallel_chunk: int = PARALLEL_CHUNK,
         appender: BpeAppender | None = None,
         gpu: GpuColdStarts | None = None,
     ) -> None:
@@ -93,15 +95,15 @@ class SessionTokenizer:
         self.spec = spec
         self._appender = appender  # appends without pre-split (SentencePiece BPE)
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
+        # Proven families: long texts encoded whole go in parallel chunks, and repair.
+        self._chunked = (
+            ChunkedEncoder(reference, CutRules(spec), parallel_chunk) if spec.proven else None
+        )
         self._repairer = (
             Repairer(
-                CutRules(spec),
-                reference,
-                window=window,
-                doublings=max_doublings,
-                resync_search=resync_search,
+                self._chunked, window=window, doublings=max_doublings, resync_search=resync_search
             )
-            if spec.proven
+            if self._chunked is not None
             else None
         )
         self._recent = RecentTexts(recent_text_bytes)
@@ -198,6 +200,7 @@ class SessionTokenizer:
             ),
             "store": self.store.stats(),
             "recent_texts": self._recent.stats(),
+            "parallel_chunks": self._chunked.stats() if self._chunked else None,
         }
 
     def _related_bytes(
@@ -266,7 +269,9 @@ class SessionTokenizer:
         ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
         if ids is not None and ends is not None:
             return SessionState.grown(data, Growable.of((ids, ends))), "gpu"
-        state = SessionState.grown(data, Growable.of(self.reference.encode(text)))
+        chunked = self._chunked
+        encoded = chunked.encode(data, text) if chunked else self.reference.encode(text)
+        state = SessionState.grown(data, Growable.of(encoded))
         if self._appender is not None:
             self._appender.remember(state, text)
         return state, "full"

@@ -30,6 +30,7 @@ import orjson
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
+from app.tokenization.chunked import PARALLEL_CHUNK
 from app.tokenization.lru import LruCache
 from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray, ReferenceEncoder
@@ -87,7 +88,13 @@ class _MaskMemo:
 class TypedSpecials:
     """Finds special-token text in client strings and encodes transcripts that had some."""
 
-    def __init__(self, tokenizer: Tokenizer, *, cache_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        cache_bytes: int = 64 << 20,
+        parallel_chunk: int = PARALLEL_CHUNK,
+    ) -> None:
         specials = [t for t in tokenizer.get_added_tokens_decoder().values() if t.special]
         self._ids = {t.content: _id_of(tokenizer, t.content) for t in specials}
         self._tokens = sorted(self._ids, key=len, reverse=True)
@@ -98,7 +105,7 @@ class TypedSpecials:
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
         plain = Tokenizer.from_str(tokenizer.to_str())
         plain.encode_special_tokens = True
-        self._repairs = repairs = _piece_sessions(plain, cache_bytes // 4)
+        self._repairs = repairs = _piece_sessions(plain, cache_bytes // 4, parallel_chunk)
 
         def encode_piece(text: str, key: str) -> IdArray:
             if repairs is not None and len(text) >= _REPAIRED_PIECE:
@@ -250,7 +257,9 @@ def _totals(checked: Iterable[_Checked]) -> tuple[int, int, int]:
     )
 
 
-def _piece_sessions(plain: Tokenizer, store_bytes: int) -> SessionTokenizer | None:
+def _piece_sessions(
+    plain: Tokenizer, store_bytes: int, parallel_chunk: int
+) -> SessionTokenizer | None:
     """A session tokenizer for pieces (special tokens are text in them): a long piece that
     changed (Claude Code's system prompt, edited by its billing line on every call) is
     repaired from its previous version, as whole transcripts are.  Its cut rules see only
@@ -260,7 +269,9 @@ def _piece_sessions(plain: Tokenizer, store_bytes: int) -> SessionTokenizer | No
     spec = spec_from_json(data)
     if not spec.proven:
         return None
-    return SessionTokenizer(ReferenceEncoder(plain), spec, store_bytes=store_bytes)
+    return SessionTokenizer(
+        ReferenceEncoder(plain), spec, store_bytes=store_bytes, parallel_chunk=parallel_chunk
+    )
 
 
 def _approx_bytes(item: Any) -> int:

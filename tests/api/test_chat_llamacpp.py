@@ -170,3 +170,33 @@ def test_models_and_health(proxy: Proxy) -> None:
     assert [m["id"] for m in proxy.http.get("/v1/models").json()["data"]] == [MODEL]
     health = proxy.http.get("/health").json()
     assert health == health | {"status": "ok", "upstream": "ok", "sending": "token ids"}
+
+
+def test_first_calls_in_parallel_chunks_send_exact_ids(
+    llama_server: LocalLlamaServer, smollm2_dir: Path
+) -> None:
+    """``TOKSPLICE_PARALLEL_CHUNK=512``: each session's first call is cut into ~512-byte
+    chunks encoded in parallel, and what llama.cpp gets is still the reference's ids (which
+    its own /tokenize agrees with)."""
+    transport = RecordingTransport()
+    env = {"TOKSPLICE_PARALLEL_CHUNK": "512"}
+    with pytest.raises(ValueError, match="parallel_chunk"):
+        Settings.from_env(environ={"TOKSPLICE_PARALLEL_CHUNK": "-1"})
+    settings = Settings.from_env({"upstream": llama_server.url, "tokenizer": smollm2_dir,
+                                  "model": MODEL, "shadow_rate": 0.0}, environ=env)
+    assert settings.parallel_chunk == 512
+    app = create_app(settings, transport=transport)
+    with serving(app) as url:
+        proxy = Proxy(url, transport, llama_server.url, smollm2_dir)
+        for seed in (21, 22, 23):
+            body = _session(seed)[-1]
+            # Special-token lookalikes in tool outputs would take the typed-text path.
+            body["messages"] = [
+                dict(m, content=m["content"].replace("<|", "< |")) for m in body["messages"]
+            ]
+            reply = proxy.chat(body, **{"x-session-id": f"e2e-chunks-{seed}"})
+            assert reply.status_code == 200, reply.text
+            assert reply.headers["x-toksplice-route"] in ("full", "edit")
+            assert transport.sent[-1][1]["prompt"] == proxy.expected_ids(body)
+        stats = app.state.chat.tokenizer.explain()["parallel_chunks"]
+    assert stats["chunk_bytes"] == 512 and stats["texts"] >= 3 and stats["chunks"] > 30

@@ -58,8 +58,10 @@ def test_grown_sessions_match_reference(
             previous = enc.ids
 
     run()
-    routes = tok.explain()["counters"]
+    info = tok.explain()
+    routes = info["counters"]
     assert routes.get("route:append", 0) > 50 and routes.get("route:edit", 0) > 10
+    assert info["parallel_chunks"]["texts"] > 50, "cold starts and long fresh text in chunks"
 
 
 def test_long_session_with_edits_near_start_and_middle(
