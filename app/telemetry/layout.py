@@ -99,6 +99,7 @@ def _tokenize_attributes(record: RequestRecord) -> dict[str, Any]:
         "toksplice.searches": enc.searches,
         "toksplice.retries": enc.retries,
         "toksplice.window": enc.window,
+        "toksplice.parallel_chunks": enc.parallel_chunks,
     }
     if enc.fallback is not None:
         attributes["toksplice.fallback"] = enc.fallback

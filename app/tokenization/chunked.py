@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,6 +27,14 @@ PARALLEL_CHUNK = 32 << 10
 """Default chunk size: 32 chunks for a 1M-byte text, enough to keep a many-core pool busy."""
 _FIRST_WINDOW = 256
 """Bytes searched for a cut first (ordinary text has several); the window doubles from there."""
+
+
+class Encoded(NamedTuple):
+    ids: IdArray
+    ends: OffsetArray
+    """Each token's end in bytes."""
+    chunks: int
+    """How many chunks were encoded in parallel; 0 when the text went whole."""
 
 
 class ChunkedEncoder:
@@ -41,12 +50,13 @@ class ChunkedEncoder:
         self._lock = threading.Lock()
         self._texts = self._chunks = 0
 
-    def encode(self, data: bytes, text: str | None = None) -> tuple[IdArray, OffsetArray]:
-        """Ids of ``data`` (UTF-8) as one text, and each token's end in bytes; ``text``: the
-        same text as ``str`` when the caller has it (used when it is encoded in one piece)."""
+    def encode(self, data: bytes, text: str | None = None) -> Encoded:
+        """Ids of ``data`` (UTF-8) as one text; ``text``: the same text as ``str`` when the
+        caller has it (used when it is encoded whole)."""
         cuts = self.cuts(data)
         if len(cuts) <= 2:
-            return self.reference.encode(text if text is not None else data.decode("utf-8"))
+            whole = text if text is not None else data.decode("utf-8")
+            return Encoded(*self.reference.encode(whole), chunks=0)
         spans = list(itertools.pairwise(cuts))
         with self._lock:
             self._texts += 1
@@ -56,7 +66,7 @@ class ChunkedEncoder:
         ends = np.concatenate(
             [part_ends + np.int32(a) for (a, _), (_, part_ends) in zip(spans, parts, strict=True)]
         )
-        return ids, ends
+        return Encoded(ids, ends, len(spans))
 
     def stats(self) -> dict[str, int]:
         """Texts encoded in chunks so far, and their chunks."""

@@ -67,6 +67,8 @@ class SearchStats:
 class Plan:
     parts: list[Reuse | Fresh] = field(default_factory=list)
     stats: SearchStats = field(default_factory=SearchStats)
+    chunks: int = 0
+    """Chunks of fresh text the assembly encoded in parallel (``chunked``)."""
 
     @property
     def reused_runs(self) -> int:
@@ -112,8 +114,9 @@ class Repairer:
         return plan
 
     def assemble(self, old: SessionState, new: bytes, plan: Plan) -> tuple[SessionState, CopiedIds]:
-        """The state of ``new``, and which stretches of its ids are old ids.  Old ids kept
-        from the start on are not copied where ``old``'s arrays can grow in place."""
+        """The state of ``new``, and which stretches of its ids are old ids (``plan.chunks``
+        counts the fresh text's parallel chunks).  Old ids kept from the start on are not
+        copied where ``old``'s arrays can grow in place."""
         first = plan.parts[0]
         keep = first.last if isinstance(first, Reuse) and not first.first | first.shift else 0
         ids: list[IdArray] = []
@@ -127,9 +130,10 @@ class Repairer:
                 stored = old.ends[part.first : part.last]
                 ends.append(stored + np.int32(part.shift) if part.shift else stored)
             else:
-                fresh_ids, fresh_ends = self.encoder.encode(new[part.start : part.end])
-                ids.append(fresh_ids)
-                ends.append(fresh_ends + np.int32(part.start))
+                fresh = self.encoder.encode(new[part.start : part.end])
+                ids.append(fresh.ids)
+                ends.append(fresh.ends + np.int32(part.start))
+                plan.chunks += fresh.chunks
             at += len(ids[-1])
         return old.extended(new, keep, ids, ends), CopiedIds(old.ids, tuple(runs))
 

@@ -70,6 +70,22 @@ class Encoding:
     """Time to find the stored transcript and diff against it (cut searches included)."""
     window: int = 0
     """The widest window a cut search looked in (bytes); 0 when none ran."""
+    parallel_chunks: int = 0
+    """Chunks the reference encoded in parallel for this call (``chunked``); 0 when every
+    text it encoded went whole."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """The state of a text and how it was obtained."""
+
+    state: SessionState
+    route: str
+    plan: Plan | None = None
+    fallback: str | None = None
+    copied: CopiedIds | None = None
+    """Stretches of the state's ids copied from the stored ones."""
+    chunks: int = 0
 
 
 class SessionTokenizer:
@@ -158,7 +174,8 @@ class SessionTokenizer:
         if len(data) > _MAX_TEXT_BYTES:
             raise InvalidTextError("text is larger than 2 GiB")
         looked_up = time.perf_counter() - started
-        core, route, plan, reason, copied = self._core(text, data, base, prefix)
+        outcome = self._core(text, data, base, prefix)
+        core, route = outcome.state, outcome.route
         if key is None:
             # A keyless call supersedes the content entry it grew from.
             is_content = base_key is not None and base_key[1].startswith("c:")
@@ -169,8 +186,8 @@ class SessionTokenizer:
             self._recent.put(key, recent, core)
         ids = self._framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in _WHOLE else None
-        copied = copied if ids is core.ids else None
-        return self._record(ids, route, plan, reason, full_bytes, copied, looked_up)
+        copied = outcome.copied if ids is core.ids else None
+        return self._record(ids, outcome, full_bytes, copied, looked_up)
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
@@ -234,47 +251,52 @@ class SessionTokenizer:
 
     def _core(
         self, text: str | PiecedText, data: bytes, base: SessionState | None, prefix: int | None
-    ) -> tuple[SessionState, str, Plan | None, str | None, CopiedIds | None]:
-        """(state for ``data``, route, repair plan, fallback reason, ids copied from base);
-        ``prefix`` is the common prefix of base and data when already known."""
+    ) -> _Outcome:
+        """The state for ``data`` and how it was obtained; ``prefix`` is the common prefix of
+        base and data when already known."""
         if base is None:
-            return *self._full(text, data), None, "no stored transcript", None
+            return self._full(text, data, None, "no stored transcript")
         if self._repair_disabled is not None:
-            return *self._full(text, data), None, self._repair_disabled, None
+            return self._full(text, data, None, self._repair_disabled)
         if self._repairer is None:
             appender = self._appender if prefix is not None else None
             grown = appender.append(base, data) if appender is not None else None
             if grown is not None:
-                return grown, "append", None, None, None
-            return *self._full(text, data), None, "unproven family", None
+                return _Outcome(grown, "append")
+            return self._full(text, data, None, "unproven family")
         if base.text == data:
             whole = ((0, len(base.ids), 0),) if len(base.ids) else ()
-            return base, "hit", None, None, CopiedIds(base.ids, whole)
+            return _Outcome(base, "hit", copied=CopiedIds(base.ids, whole))
         if prefix is None:
             prefix = common_prefix(base.text, data)
         planning = time.perf_counter()
         plan = self._repairer.plan(base, data, prefix)
         plan.stats.seconds = time.perf_counter() - planning
         if not plan.reused_runs:
-            return *self._full(text, data), plan, "no stable cut in window", None
+            return self._full(text, data, plan, "no stable cut in window")
         state, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
-        return state, route, plan, None, copied
+        return _Outcome(state, route, plan, copied=copied, chunks=plan.chunks)
 
-    def _full(self, pieced: str | PiecedText, data: bytes) -> tuple[SessionState, str]:
-        """The whole text encoded: (state, "gpu") when the GPU route takes it, else (state,
-        "full") from the CPU reference."""
+    def _full(
+        self, pieced: str | PiecedText, data: bytes, plan: Plan | None, fallback: str
+    ) -> _Outcome:
+        """The whole text encoded: route "gpu" when the GPU route takes it, else "full" from
+        the CPU reference (in parallel chunks for a proven family)."""
         text = joined(pieced)
         ids = self.gpu.encode(text, data) if self.gpu is not None else None
         ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
         if ids is not None and ends is not None:
-            return SessionState.grown(data, Growable.of((ids, ends))), "gpu"
-        chunked = self._chunked
-        encoded = chunked.encode(data, text) if chunked else self.reference.encode(text)
-        state = SessionState.grown(data, Growable.of(encoded))
+            state = SessionState.grown(data, Growable.of((ids, ends)))
+            return _Outcome(state, "gpu", plan, fallback)
+        if self._chunked is not None:
+            encoded = self._chunked.encode(data, text)
+            state = SessionState.grown(data, Growable.of((encoded.ids, encoded.ends)))
+            return _Outcome(state, "full", plan, fallback, chunks=encoded.chunks)
+        state = SessionState.grown(data, Growable.of(self.reference.encode(text)))
         if self._appender is not None:
             self._appender.remember(state, text)
-        return state, "full"
+        return _Outcome(state, "full", plan, fallback)
 
     def _framed(self, text: str | PiecedText, core: IdArray, add_special_tokens: bool) -> IdArray:
         if not add_special_tokens:
@@ -296,15 +318,14 @@ class SessionTokenizer:
     def _record(
         self,
         ids: IdArray,
-        route: str,
-        plan: Plan | None,
-        reason: str | None,
+        outcome: _Outcome,
         full_bytes: int | None,
         copied: CopiedIds | None,
         looked_up: float,
     ) -> Encoding:
         """The encoding's figures, counted into ``explain``; ``looked_up``: seconds spent
         finding the stored transcript (planning adds its diff and cut searches)."""
+        route, plan, reason = outcome.route, outcome.plan, outcome.fallback
         reused = encoded = 0
         searches = retries = window = 0
         if plan is not None:
@@ -345,6 +366,7 @@ class SessionTokenizer:
             copied=copied,
             lookup_s=looked_up,
             window=window,
+            parallel_chunks=outcome.chunks,
         )
 
 

@@ -199,4 +199,10 @@ def test_first_calls_in_parallel_chunks_send_exact_ids(
             assert reply.headers["x-toksplice-route"] in ("full", "edit")
             assert transport.sent[-1][1]["prompt"] == proxy.expected_ids(body)
         stats = app.state.chat.tokenizer.explain()["parallel_chunks"]
+        app.state.telemetry.drain()
+        traces = proxy.http.get("/debug/traces.json").json()["requests"]
     assert stats["chunk_bytes"] == 512 and stats["texts"] >= 3 and stats["chunks"] > 30
+    # Each first call's trace says how many chunks its tokenize span encoded in parallel.
+    chunks = [span["attributes"]["toksplice.parallel_chunks"]
+              for trace in traces[:3] for span in trace["spans"] if span["name"] == "tokenize"]
+    assert len(chunks) == 3 and min(chunks) > 5

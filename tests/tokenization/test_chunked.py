@@ -55,11 +55,14 @@ def _check(encoder: ChunkedEncoder, text: str) -> int:
     """The chunked ids and ends equal the reference's for the whole text, the cuts are what
     ``cuts`` promises; returns the number of chunks."""
     data = text.encode("utf-8")
-    ids, ends = encoder.encode(data)
+    encoded = encoder.encode(data)
     whole_ids, whole_ends = encoder.reference.encode(text)
-    assert np.array_equal(ids, whole_ids), text
-    assert np.array_equal(_at_characters(data, ends), _at_characters(data, whole_ends)), text
+    assert np.array_equal(encoded.ids, whole_ids), text
+    assert np.array_equal(
+        _at_characters(data, encoded.ends), _at_characters(data, whole_ends)
+    ), text
     cuts = encoder.cuts(data)
+    assert encoded.chunks == (len(cuts) - 1 if len(cuts) > 2 else 0)
     chunk = encoder.chunk_bytes
     assert cuts[0] == 0 and cuts[-1] == len(data)
     for before, cut in itertools.pairwise(cuts[:-1]):
@@ -143,10 +146,14 @@ def test_session_cold_starts_and_long_fresh_text_in_chunks(
     text = next(text for text in calls if len(text) > 60_000)
     enc = tok.encode(text, session="c/1")
     assert enc.route == "full" and list(enc.ids) == ref.encode(text).ids
+    assert enc.parallel_chunks > 20
     text += "<tool_response>\n" + "Traceback (most recent call last):\n  x = 1\n" * 500
     enc = tok.encode(text, session="c/1")
     assert enc.route == "append" and enc.encoded_bytes > 20_000
     assert list(enc.ids) == ref.encode(text, add_special_tokens=False).ids
+    assert enc.parallel_chunks > 8
+    enc = tok.encode(text + " and a short append.", session="c/1")
+    assert enc.route == "append" and enc.parallel_chunks == 0
     stats = tok.explain()["parallel_chunks"]
     assert stats == {"chunk_bytes": 2048, "texts": 2, "chunks": stats["chunks"]}
     assert stats["chunks"] > 30
