@@ -11,8 +11,9 @@ usually are: the planted ones make the host run the engine's normalizer) and, be
 
 * ``ref enc``: the reference ``encode`` (one thread, with offsets);
 * ``ref fast``: ``encode_batch_fast([text])`` (one thread, no offsets);
-* ``ref batch``: ``encode_batch_fast`` of the text cut into 256 chunks at newlines, on every
-  core: what CPU parallelism gives (its ids are not the text's: chunks split pieces);
+* ``cpu chunks``: the session tokenizer's CPU cold start, ``ChunkedEncoder`` (the text cut at
+  stable cuts into 32 KiB chunks encoded on every core, UTF-8 encode included), its ids
+  checked equal to the reference's: what the GPU route competes with on the same machine;
 * ``gpu``: ``DeviceEncoder.encode`` end to end (str in, host ids out: the added-token split,
   both copies and every kernel), its ids checked equal to the reference's;
 * ``host``: the host's share of ``gpu`` (the added-token split and UTF-8 encode; stage by
@@ -43,14 +44,19 @@ import numpy.typing as npt
 from tokenizers import Tokenizer
 
 from app import assets
+from app.tokenization.boundaries import CutRules
+from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder
+from app.tokenization.reference import ReferenceEncoder
+from app.tokenization.spec import load_spec
 from gpu_kernels import is_available, unavailable_reason
 from gpu_kernels.backend import CupyBackend
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.device_encoder import DeviceEncoder
+from gpu_kernels.twin import TwinEncoder
 from loadtest.agent_sessions.session import corpus
 from loadtest.bench_gpu_twin import best_of
 
-_COLUMNS = ("ref enc", "ref fast", "ref batch", "gpu", "host")
+_COLUMNS = ("ref enc", "ref fast", "cpu chunks", "gpu", "host")
 
 
 def main() -> None:
@@ -64,39 +70,46 @@ def main() -> None:
         raise SystemExit(f"no GPU path: {unavailable_reason()}")
     paths = assets.fetch()
     table = ClassTable()
-    print(f"MB/s (UTF-8 bytes) per column; {os.cpu_count()} cores for ref batch")
-    header = "".join(f"{c:>10}" for c in _COLUMNS)
-    print(f"{'tokenizer':<10}{'chars':>10}{header}{'gpu GB/s':>10}{'gpu/enc':>9}{'gpu/batch':>10}")
+    cores = len(os.sched_getaffinity(0))
+    print(f"MB/s (UTF-8 bytes) per column; {cores} cores for cpu chunks")
+    header = "".join(f"{c:>11}" for c in _COLUMNS)
+    print(f"{'tokenizer':<10}{'chars':>10}{header}{'gpu GB/s':>10}{'gpu/enc':>9}{'gpu/chunks':>11}")
     for name in args.tokenizers.split(","):
         tokenizer = Tokenizer.from_file(str(paths[name]))
         encoder = DeviceEncoder(tokenizer, classes=table)
+        chunked = ChunkedEncoder(
+            ReferenceEncoder(tokenizer), CutRules(load_spec(paths[name])), PARALLEL_CHUNK
+        )
         variants = [(name, False)] + ([(name + "+nfc", True)] if tokenizer.normalizer else [])
         for label, nfc in variants:
             for chars in map(int, args.chars.split(",")):
                 text = corpus(11, chars)
                 text = unicodedata.normalize("NFC", text) if nfc else text
-                seconds = _measure(tokenizer, encoder, text, args.repeat)
+                seconds = _measure(tokenizer, encoder, chunked, text, args.repeat)
                 mb = len(text.encode()) / 1e6
-                rates = "".join(f"{mb / t:>10.1f}" for t in seconds)
-                ratios = f"{seconds[0] / seconds[3]:>8.0f}x{seconds[2] / seconds[3]:>9.1f}x"
+                rates = "".join(f"{mb / t:>11.1f}" for t in seconds)
+                ratios = f"{seconds[0] / seconds[3]:>8.0f}x{seconds[2] / seconds[3]:>10.1f}x"
                 print(f"{label:<10}{chars:>10,}{rates}{mb / seconds[3] / 1e3:>10.3f}{ratios}")
             if args.profile:
                 _profile(tokenizer, table, text)
 
 
 def _measure(
-    tokenizer: Tokenizer, encoder: DeviceEncoder, text: str, repeat: int
+    tokenizer: Tokenizer,
+    encoder: DeviceEncoder | TwinEncoder,
+    chunked: ChunkedEncoder,
+    text: str,
+    repeat: int,
 ) -> tuple[float, ...]:
     expected = tokenizer.encode(text, add_special_tokens=False).ids
-    if encoder.encode(text).tolist() != expected:
+    if list(encoder.encode(text)) != expected:
         raise SystemExit("the device's ids differ from the reference")
-    lines = text.splitlines(keepends=True)
-    step = max(1, len(lines) // 256)
-    chunks = ["".join(lines[i : i + step]) for i in range(0, len(lines), step)]
+    if chunked.encode(text.encode("utf-8")).ids.tolist() != expected:
+        raise SystemExit("the chunked CPU encode's ids differ from the reference")
     return (
         best_of(repeat, lambda: tokenizer.encode(text, add_special_tokens=False)),
         best_of(repeat, lambda: tokenizer.encode_batch_fast([text], add_special_tokens=False)),
-        best_of(repeat, lambda: tokenizer.encode_batch_fast(chunks, add_special_tokens=False)),
+        best_of(repeat, lambda: chunked.encode(text.encode("utf-8"), text)),
         best_of(repeat, lambda: encoder.encode(text)),
         best_of(repeat, lambda: encoder.plan.split.payload(text)),
     )
