@@ -86,6 +86,7 @@ class _Outcome:
     copied: CopiedIds | None = None
     """Stretches of the state's ids copied from the stored ones."""
     chunks: int = 0
+    """Chunks encoded in parallel (``Encoding.parallel_chunks``)."""
 
 
 class SessionTokenizer:
@@ -111,7 +112,7 @@ class SessionTokenizer:
         self.spec = spec
         self._appender = appender  # appends without pre-split (SentencePiece BPE)
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
-        # Proven families: long texts encoded whole go in parallel chunks, and repair.
+        # Proven families get both: long texts encoded in parallel chunks, and repair.
         self._chunked = (
             ChunkedEncoder(reference, CutRules(spec), parallel_chunk) if spec.proven else None
         )
