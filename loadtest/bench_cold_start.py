@@ -115,7 +115,13 @@ def proxy_rows(args: argparse.Namespace) -> bool:
     from app import assets
     from app.rendering import ChatTemplate
     from loadtest.agent_sessions import chat_requests, content_chars
-    from loadtest.processes import free_port, process, serve_args, standin_args
+    from loadtest.processes import (
+        free_port,
+        process,
+        serve_args,
+        server_timing,
+        standin_args,
+    )
     from loadtest.standin_upstream import expected_answer
 
     folder = assets.fetch()["qwen3"].parent
@@ -164,12 +170,7 @@ def proxy_rows(args: argparse.Namespace) -> bool:
                     if answer != expected_answer(template, reference, body):
                         print(f"MISMATCH: {size} {label} seed {seed}")
                         failed = True
-                    timing = dict(
-                        part.strip().split(";dur=")
-                        for part in reply.headers["server-timing"].split(",")
-                        if ";dur=" in part
-                    )
-                    added[label].append(float(timing["proxy"]))
+                    added[label].append(server_timing(reply.headers)["proxy"])
                     route = f"{label}:{reply.headers['x-toksplice-route']}"
                     routes[route] = routes.get(route, 0) + 1
             mine, theirs = (statistics.median(added[k]) for k in ("chunks", "one"))

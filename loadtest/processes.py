@@ -1,5 +1,5 @@
 """Child processes for load tests: a free port, and a server process that is up (its health
-URL answers 200) for the duration of a ``with`` block."""
+URL answers 200) for the duration of a ``with`` block; and the proxy's ``Server-Timing``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -109,3 +109,10 @@ def standin_args(tokenizer_folder: Path, port: int, *extra: str) -> list[str]:
         str(port),
         *extra,
     ]
+
+
+def server_timing(headers: Mapping[str, str]) -> dict[str, float]:
+    """The proxy's ``Server-Timing`` (``read``, ``parse``, ``render``, ``tokenize``, ``proxy``),
+    in milliseconds; empty when the reply has none."""
+    parts = (part.strip().split(";dur=") for part in headers.get("server-timing", "").split(","))
+    return {part[0]: float(part[1]) for part in parts if len(part) == 2}

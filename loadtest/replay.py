@@ -56,6 +56,7 @@ from loadtest.processes import (  # noqa: E402
     free_port,
     process,
     serve_args,
+    server_timing,
     standin_args,
 )
 
@@ -117,13 +118,9 @@ async def _call(
     if samples is None:
         return
     samples.ttft.append(((first or time.perf_counter()) - started) * 1e3)
-    timing = dict(
-        part.strip().split(";dur=")
-        for part in reply.headers.get("server-timing", "").split(",")
-        if ";dur=" in part
-    )
+    timing = server_timing(reply.headers)
     for name, value in timing.items():
-        samples.parts.setdefault(name, []).append(float(value))
+        samples.parts.setdefault(name, []).append(value)
     if timing:
         samples.routes[reply.headers.get("x-toksplice-route", "?")] += 1
 

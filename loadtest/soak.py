@@ -57,6 +57,7 @@ from loadtest.processes import (  # noqa: E402
     free_port,
     process,
     serve_args,
+    server_timing,
     standin_args,
 )
 from loadtest.standin_upstream import expected_answer  # noqa: E402
@@ -104,11 +105,10 @@ async def call(client: httpx.AsyncClient, body: bytes, seed: int) -> tuple[str, 
             if line.startswith("data: {"):
                 choice = (orjson.loads(line[6:]).get("choices") or [{}])[0]
                 text.append((choice.get("delta") or {}).get("content") or "")
-        timing = re.search(r"proxy;dur=([0-9.]+)", r.headers.get("server-timing", ""))
         return (
             "".join(text),
             r.headers.get("x-toksplice-route", "?"),
-            float(timing[1]) if timing else 0.0,
+            server_timing(r.headers).get("proxy", 0.0),
         )
 
 

@@ -78,9 +78,9 @@ class ChunkedEncoder:
         ``chunk_bytes`` after the one before, its verdict reading only the text after that one;
         the last chunk keeps at least ``chunk_bytes``."""
         n, chunk = len(data), self.chunk_bytes
-        cuts = [0]
         if not chunk:
             return [0, n]
+        cuts = [0]
         lo = chunk
         while lo < n - chunk:
             cut = self._first_cut(data, lo, min(lo + chunk, n - chunk), (cuts[-1], n))
