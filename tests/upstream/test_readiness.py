@@ -49,7 +49,8 @@ def test_an_upstream_that_starts_later_is_checked_before_ids_flow(
         assert ready.status_code == 503 and ready.json()["status"] == "unavailable"
         chat = http.post("/v1/chat/completions", json=HELLO)
         assert chat.status_code == 503, chat.text
-        assert chat.json()["error"]["code"] == 503 and "not ready" in chat.json()["error"]["message"]
+        error = chat.json()["error"]
+        assert error["code"] == 503 and "not ready" in error["message"]
         anthropic = http.post("/v1/messages", json={
             "model": MODEL, "max_tokens": 5, "messages": HELLO["messages"]})
         assert anthropic.status_code == 503

@@ -3,6 +3,8 @@ and that equals the text before the first stop string (the definition)."""
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,7 +30,7 @@ def test_streamed_pieces_give_the_same_text(text: str, stop_list: list[str],
                                             splits: list[int]) -> None:
     bounds = sorted({0, len(text), *(min(s, len(text)) for s in splits)})
     trim = StopTrim(stop_list)
-    sent = "".join(trim.feed(text[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    sent = "".join(trim.feed(text[a:b]) for a, b in itertools.pairwise(bounds))
     assert sent + trim.end() == reference(text, stop_list)
 
 
