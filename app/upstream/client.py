@@ -85,8 +85,10 @@ class UpstreamClient:
             return _json(await response.aread())
 
     async def get(self, path: str) -> httpx.Response:
+        """A probe (health, context): its connection is closed after the answer rather than
+        pooled, where it would only go stale before the next generation request."""
         try:
-            return await self._http.get(path)
+            return await self._http.get(path, headers={"connection": "close"})
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("upstream timed out") from exc
         except httpx.TransportError as exc:
