@@ -1,10 +1,10 @@
 """Learning the upstream's facts until it answers: never skipped for good.
 
 The first attempt runs at startup.  While the upstream does not answer, a background task
-tries again with a growing pause, and a request that finds nothing learned tries once more
-itself (sharing an attempt already under way).  When ``gated`` (the alignment check is on)
-such requests are refused with ``UpstreamNotReadyError`` (503): no id goes upstream before
-the check passed, or failed and chose the text path.  Ungated, requests go on meanwhile.
+tries again with a growing pause.  When ``gated`` (the alignment check is on), a request that
+finds nothing learned also tries once more itself (sharing an attempt already under way) and
+is refused with ``UpstreamNotReadyError`` (503) if that fails: no id goes upstream before the
+check passed, or failed and chose the text path.  Ungated, requests go on meanwhile.
 """
 
 from __future__ import annotations
