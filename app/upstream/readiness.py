@@ -71,13 +71,14 @@ class Readiness:
         async with self._lock:
             if self.learned is not None or self._attempts != seen:
                 return  # another caller's attempt just ran: share its outcome
-            self._attempts += 1
             try:
                 learned = await self._attempt()
             except UpstreamNotReadyError as exc:
                 self.waiting_for = str(exc)
                 log.warning("%s; checking again until it does", exc)
                 return
+            finally:
+                self._attempts += 1  # finished ones: a caller that came during one shares it
             self.learned = learned
             for listener in self._listeners:
                 listener(learned)

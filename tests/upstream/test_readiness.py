@@ -8,6 +8,7 @@ left after the prompt.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -16,9 +17,12 @@ import pytest
 from tokenizers import Tokenizer
 
 from app.config import Settings
+from app.errors import UpstreamNotReadyError
 from app.local_upstream import LocalLlamaServer
 from app.main import create_app
 from app.rendering import ChatTemplate
+from app.upstream.alignment import Learned
+from app.upstream.readiness import Readiness
 from tests.api.servers import RecordingTransport, closed_port_url, serving
 
 MODEL = "smollm2"
@@ -85,3 +89,32 @@ def test_without_the_check_requests_go_on_while_the_upstream_is_down(
     with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as http:
         assert http.post("/v1/chat/completions", json=HELLO).status_code == 502
         assert http.get("/health/ready").status_code == 503
+
+
+def test_waiting_requests_share_one_attempt() -> None:
+    """Requests that arrive while an attempt runs take its outcome instead of each asking
+    the upstream again; the one after a failed attempt asks anew."""
+    calls: list[int] = []
+    gate = asyncio.Event()
+
+    async def attempt() -> Learned:
+        calls.append(len(calls))
+        await gate.wait()
+        if len(calls) == 1:
+            raise UpstreamNotReadyError("down")
+        return Learned(alignment=None, context_tokens=7)
+
+    async def scenario() -> None:
+        readiness = Readiness(attempt, gated=True)
+        waiting = [asyncio.create_task(readiness.ensure()) for _ in range(5)]
+        await asyncio.sleep(0)
+        gate.set()
+        outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+        assert all(isinstance(o, UpstreamNotReadyError) for o in outcomes), outcomes
+        assert calls == [0]
+        await readiness.ensure()
+        assert calls == [0, 1] and readiness.learned is not None
+        await readiness.ensure()
+        assert calls == [0, 1]
+
+    asyncio.run(scenario())
