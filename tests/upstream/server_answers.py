@@ -94,3 +94,16 @@ def sglang_answer(pieces: list[str], ids: list[int], prompt: int,
                   finish: dict[str, Any]) -> dict[str, Any]:
     return {"text": "".join(pieces), "output_ids": ids,
             "meta_info": sglang_meta(prompt, len(ids), finish)}
+
+
+def vllm_tokenize(context: int) -> dict[str, Any]:
+    """vLLM's ``/tokenize`` (``serve/tokenize/serving.py``): the model's ``max_model_len``."""
+    return {"count": 0, "max_model_len": context, "tokens": [], "token_strs": None}
+
+
+def sglang_models(context: int) -> dict[str, Any]:
+    """SGLang's ``/v1/models`` (``entrypoints/http_server.py``): ``max_model_len`` is
+    ``model_config.context_len``."""
+    return {"object": "list", "data": [
+        {"id": "m", "object": "model", "created": 1, "owned_by": "sglang", "root": "m",
+         "parent": None, "max_model_len": context}]}

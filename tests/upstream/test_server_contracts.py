@@ -281,3 +281,17 @@ def test_vllm_usage_comes_from_its_last_chunk(smollm2_dir: Path) -> None:
     assert text == "Hi there" and last["choices"] == []
     assert last["usage"]["completion_tokens"] == 2
     assert last["usage"]["prompt_tokens_details"] == {"cached_tokens": answers.CACHED}
+
+
+def test_each_dialect_reads_the_context_its_server_reports(sglang_api: ModuleType) -> None:
+    tokenize = answers.vllm_tokenize(32768)
+    assert schema_errors(SCHEMA, "TokenizeResponse", tokenize) == []
+    for dialect in ("vllm-completions", "vllm-generate", "vllm-chat"):
+        assert dialect_named(dialect).context_response(tokenize, "m") == 32768
+    models = answers.sglang_models(40960)
+    for card in models["data"]:
+        sglang_api.ModelCard.from_json_value(card)
+    sglang = dialect_named("sglang")
+    assert sglang.context_request("m") == ("/v1/models", None)
+    assert sglang.context_response(models, "m") == 40960
+    assert sglang.context_response({"object": "list", "data": []}, "m") is None
