@@ -54,11 +54,12 @@ def test_an_upstream_that_starts_later_is_checked_before_ids_flow(
         chat = http.post("/v1/chat/completions", json=HELLO)
         assert chat.status_code == 503, chat.text
         error = chat.json()["error"]
-        assert error["code"] == 503 and "not ready" in error["message"]
+        assert error["type"] == "upstream_not_ready" and "not ready" in error["message"]
         anthropic = http.post("/v1/messages", json={
             "model": MODEL, "max_tokens": 5, "messages": HELLO["messages"]})
         assert anthropic.status_code == 503
         assert anthropic.json()["type"] == "error" and anthropic.json()["error"]["message"]
+        assert anthropic.json()["error"]["type"] == "overloaded_error"  # Claude Code retries
         assert not [p for p, _ in recorder.sent if p.startswith("/v1/completions")]
 
         with LocalLlamaServer(assets["smollm2_gguf"], port=port, n_ctx=N_CTX,
