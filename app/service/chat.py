@@ -28,6 +28,7 @@ from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.service.timings import Timings
 from app.telemetry import Telemetry
+from app.telemetry.oracle_source import RenderSource
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
@@ -112,13 +113,16 @@ class ChatService:
         key = session_key(caller, request.messages)
         started = time.perf_counter()
         timings.session, timings.prepare_started = key, started
-        masked = self.typed_specials.mask(request.messages, request.tools, session=key)
-        messages, tools = (request.messages, request.tools) if masked is None else masked.data
+        masked = self.typed_specials.mask(
+            request.messages, request.tools, session=key, template_kwargs=request.template_kwargs
+        )
+        inputs = request.messages, request.tools, request.template_kwargs
+        messages, tools, kwargs = inputs if masked is None else masked.data
         rendered = self.card.template.render_pieces(
             messages,
             tools=tools,
             add_generation_prompt=request.add_generation_prompt,
-            chat_template_kwargs=request.template_kwargs,
+            chat_template_kwargs=kwargs,
             cache=self.render_cache,
             session=key,
             frozen=True,  # request objects are parsed here and only ever read
@@ -142,9 +146,11 @@ class ChatService:
             )
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them
+            source = RenderSource(self.card.template, *inputs, request.add_generation_prompt)
             self.telemetry.shadow.offer(
-                self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text
-            )
+                self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text,
+                source,
+            )  # fmt: skip
         timings.render_s = render_done - started
         timings.tokenize_s = time.perf_counter() - render_done
         prompt = Prompt(
