@@ -27,6 +27,7 @@ async def chat_completions(request: Request) -> Response:
     parsed = await json_body(request, limit, timings, service.bodies, body_key(request.headers))
     body = parsed.body
     chat = parse_chat_request(body, validated=parsed.reused_messages)
+    parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, body)
     continuation = parsed.reused_messages > 0

@@ -50,6 +50,7 @@ async def messages(request: Request) -> Response:
         parsed.body, key, strip_billing_line=settings.strip_billing_line
     )
     chat = parse_chat_request(translated.body, validated=translated.validated)
+    parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, parsed.body)
     continuation = parsed.reused_messages > 0

@@ -53,6 +53,7 @@ async def create_response(request: Request) -> Response:
     original = parsed.body
     canonical, validated = translator.translate(original, key, parsed.reused_messages)
     chat = parse_chat_request(canonical, validated=validated)
+    parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, original)  # reads prompt_cache_key
     prepared = await service.prepare(chat, caller, timings, continuation=parsed.reused_messages > 0)
