@@ -14,6 +14,7 @@
     └── UpstreamError           the upstream server failed us (HTTP 5xx)
         ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
         ├── UpstreamTimeoutError      504: no answer in time
+        ├── UpstreamTruncatedError    502: the answer ended without a finish reason
         └── UpstreamStatusError       the upstream answered with an error status (kept as is)
 
 Services raise these; each client API maps them to its own error JSON at one boundary
@@ -103,6 +104,14 @@ class UpstreamUnavailableError(UpstreamError):
 class UpstreamTimeoutError(UpstreamError):
     status = 504
     kind = "upstream_timeout"
+
+
+class UpstreamTruncatedError(UpstreamError):
+    """The upstream's answer ended without saying why it ended (no finish reason): a stream
+    cut short without ``[DONE]``, an empty stream, a 200 that is not an answer.  Reported as
+    an error rather than as a complete answer, which the client could not tell from one."""
+
+    status = 502
 
 
 class UpstreamStatusError(UpstreamError):

@@ -20,7 +20,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
-from app.api.errors import error_response
+from app.api.errors import error_response, openai_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
 from app.protocol.incremental_json import BodyParser
@@ -86,7 +86,8 @@ async def _events(
                         yield sse_event(name, payload)
         except TokspliceError as exc:
             log.warning("response failed mid-stream: %s", exc)
-            for name, payload in stream.fail(str(exc), exc.kind):
+            error = openai_error(exc)[1]["error"]
+            for name, payload in stream.fail(error["message"], error["type"]):
                 yield sse_event(name, payload)
             return
         for name, payload in stream.finish():

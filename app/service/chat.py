@@ -18,7 +18,8 @@ import anyio.to_thread
 import httpx
 from tokenizers.decoders import DecodeStream
 
-from app.errors import NotFoundError, TokspliceError
+from app.api.errors import openai_error
+from app.errors import NotFoundError, TokspliceError, UpstreamTruncatedError
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
@@ -178,13 +179,14 @@ class ChatService:
         prepared.timings.upstream_sent = time.perf_counter()
         payload = await self.client.post_json(path, body, trace)
         if self.dialect.chat_native:
+            _finished(_chat_finish_reason(payload))
             return dict(payload, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
         text = self._decode_all(generated)
         assembler = self._assembler(prepared)
         return assembler.completion(
             text,
-            generated.finish_reason or "stop",
+            _finished(generated.finish_reason),
             generated.usage or Usage(prepared.call.prompt.n_ids, 0),
             generated.stop_sequence,
         )
@@ -200,7 +202,7 @@ class ChatService:
                 if chunk is not None:
                     yield sse_data(chunk)
         except TokspliceError as exc:
-            yield sse_data({"error": {"message": str(exc), "type": exc.kind, "code": exc.status}})
+            yield sse_data(openai_error(exc)[1])
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
         yield DONE
@@ -226,8 +228,11 @@ class ChatService:
     ) -> AsyncIterator[dict[str, Any]]:
         n_ids = prepared.call.prompt.n_ids
         if self.dialect.chat_native:
+            reason = None
             async for payload in sse_events(response):
+                reason = _chat_finish_reason(payload) or reason
                 yield dict(payload, model=prepared.request.model)
+            _finished(reason)
             return
         assembler = self._assembler(prepared)
         yield assembler.first_chunk()
@@ -247,7 +252,7 @@ class ChatService:
             stop_sequence = piece.stop_sequence or stop_sequence
             usage = piece.usage or usage
         for chunk in assembler.last_chunks(
-            finish_reason or "stop", usage, prepared.request.include_usage, stop_sequence
+            _finished(finish_reason), usage, prepared.request.include_usage, stop_sequence
         ):
             yield chunk
 
@@ -274,6 +279,23 @@ class ChatService:
                 list(generated.token_ids), skip_special_tokens=True
             )
         )
+
+
+def _finished(reason: str | None) -> str:
+    """The upstream's finish reason; an answer without one was cut short."""
+    if reason is None:
+        raise UpstreamTruncatedError(
+            "the upstream's answer ended without a finish reason: it was cut short"
+        )
+    return reason
+
+
+def _chat_finish_reason(payload: Any) -> str | None:
+    """The finish reason of an OpenAI chat completion or chunk, if it has one."""
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 def _opens_reasoning(text: PiecedText) -> bool:
