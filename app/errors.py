@@ -10,6 +10,7 @@
     │   ├── PermissionDeniedError   403: an admin endpoint without the admin key
     │   ├── NotFoundError           404: unknown model or route
     │   ├── RequestTimeoutError     408: the client did not send its body in time
+    │   ├── ClientDisconnectedError 499: the client went away before its answer began
     │   └── PayloadTooLargeError    413: body over the configured limit
     └── UpstreamError           the upstream server failed us (HTTP 5xx)
         ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
@@ -83,6 +84,14 @@ class NotFoundError(RequestError):
 class RequestTimeoutError(RequestError):
     status = 408
     kind = "timeout_error"
+
+
+class ClientDisconnectedError(RequestError):
+    """The client closed its connection while the proxy waited for the upstream (nginx's
+    499); the upstream request was cancelled and the answer reaches no one."""
+
+    status = 499
+    kind = "client_closed_request"
 
 
 class PayloadTooLargeError(RequestError):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
+from app.api.disconnect import unless_disconnected
 from app.api.errors import error_response
 from app.api.responses import json_response, primed, sse_response
 from app.errors import TokspliceError
@@ -33,10 +34,10 @@ async def chat_completions(request: Request) -> Response:
     continuation = parsed.reused_messages > 0
     prepared = await service.prepare(chat, caller, timings, continuation=continuation)
     if not chat.stream:
-        reply = await service.complete(prepared)
+        reply = await unless_disconnected(request, service.complete(prepared))
         return json_response(reply, headers=prepared.headers())
     try:
-        stream = await primed(service.stream(prepared))
+        stream = await unless_disconnected(request, primed(service.stream(prepared)))
     except TokspliceError as exc:
         return error_response(exc)
     return sse_response(stream, headers=prepared.headers())

@@ -20,6 +20,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
+from app.api.disconnect import unless_disconnected
 from app.api.errors import error_response, openai_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
@@ -59,12 +60,12 @@ async def create_response(request: Request) -> Response:
     prepared = await service.prepare(chat, caller, timings, continuation=parsed.reused_messages > 0)
     echo = response_echo(original)
     if not chat.stream:
-        completion = await service.complete(prepared)
+        completion = await unless_disconnected(request, service.complete(prepared))
         reply = response_from_completion(completion, model=chat.model, echo=echo)
         return json_response(reply, headers=prepared.headers())
     chunks = service.chunks(prepared)
     try:
-        await anext(chunks)  # the upstream accepted the request
+        await unless_disconnected(request, anext(chunks))  # the upstream accepted it
     except TokspliceError as exc:
         await chunks.aclose()  # type: ignore[attr-defined]
         return error_response(exc)
