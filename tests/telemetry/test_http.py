@@ -298,21 +298,29 @@ def test_spans_reach_otlp_and_the_console_without_keys_or_content(
             assert secret not in where
 
 
+PROXIED = {"x-forwarded-for": "203.0.113.9"}
+
+
 @pytest.mark.parametrize(
     ("admin_key", "headers", "status"),
     [
-        (None, {}, 404),
-        ("k-admin", {}, 403),
-        ("k-admin", {"authorization": "Bearer wrong"}, 403),
-        ("k-admin", {"authorization": "Bearer k-admin"}, 200),
-        ("k-admin", {"x-admin-key": "k-admin"}, 200),
+        (None, {}, 200),  # a loopback peer, through no proxy
+        (None, PROXIED, 404),
+        (None, {"forwarded": "for=127.0.0.1"}, 404),
+        (None, {"x-real-ip": "127.0.0.1"}, 404),
+        ("k-admin", {}, 200),
+        ("k-admin", PROXIED, 403),
+        ("k-admin", PROXIED | {"authorization": "Bearer wrong"}, 403),
+        ("k-admin", PROXIED | {"authorization": "Bearer k-admin"}, 200),
+        ("k-admin", PROXIED | {"x-admin-key": "k-admin"}, 200),
     ],
 )
-def test_admin_endpoints_need_loopback_or_the_admin_key(
+def test_admin_endpoints_need_a_direct_loopback_peer_or_the_admin_key(
     smollm2_dir: Path, admin_key: str | None, headers: dict[str, str], status: int
 ) -> None:
-    # host is what the proxy believes it is bound to; the test server listens on 127.0.0.1
-    with proxy(smollm2_dir, host="0.0.0.0", admin_key=admin_key) as (_, client, _stub):
+    """The bind address does not matter (behind nginx on the same host a loopback bind sees
+    only loopback peers): the peer does, when no proxy header says it relays someone."""
+    with proxy(smollm2_dir, host="127.0.0.1", admin_key=admin_key) as (_, client, _stub):
         for path in ("/metrics", "/debug/traces", "/debug/traces.json", "/debug/static/traces.js"):
             reply = client.get(path, headers=headers)
             assert reply.status_code == status, path
