@@ -26,12 +26,21 @@ def openai_error(exc: Exception) -> tuple[int, dict[str, Any]]:
         return exc.status_code, _openai_body(str(exc.detail), kind, exc.status_code)
     if isinstance(exc, RequestValidationError):
         return 400, _openai_body(str(exc), "invalid_request_error", 400)
-    if isinstance(exc, RecursionError):
+    if _too_deep(exc):
         # JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
-        # rendering and special-token masking: the client's request, not our failure.
+        # rendering and masking or orjson's serializer (254): the client's request, not our
+        # failure.  One line, not the traceback of a thousand frames.
+        log.warning("refused a request nested too deeply (%s)", exc)
         return 400, _openai_body("the request is nested too deeply", "invalid_request_error", 400)
     log.exception("unhandled error", exc_info=exc)
     return 500, _openai_body("internal error", "server_error", 500)
+
+
+def _too_deep(exc: Exception) -> bool:
+    """Python's recursion limit, or orjson's (a ``TypeError`` when serializing)."""
+    return isinstance(exc, RecursionError) or (
+        isinstance(exc, TypeError) and str(exc) == "Recursion limit reached"
+    )
 
 
 def _openai_body(message: str, kind: str, status: int, param: str | None = None) -> dict[str, Any]:
@@ -75,5 +84,8 @@ def install(app: FastAPI) -> None:
             return anthropic_error_response(exc)
         return error_response(exc)
 
-    for kind in (TokspliceError, HTTPException, RequestValidationError, Exception):
+    # RecursionError and TypeError answered here, not by the catch-all (which re-raises to
+    # the server, which logs the whole traceback): see ``_too_deep``.
+    for kind in (TokspliceError, HTTPException, RequestValidationError, RecursionError,
+                 TypeError, Exception):  # fmt: skip
         app.add_exception_handler(kind, handle)

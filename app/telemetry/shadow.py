@@ -19,6 +19,7 @@ import logging
 import queue
 import random
 import re
+import tempfile
 import threading
 import time
 import weakref
@@ -80,6 +81,7 @@ class ShadowVerifier:
         self._closing = threading.Event()
         self._abandon = threading.Event()
         self._repro_dir = settings.shadow_repro_dir
+        self._repro_made: Path | None = None  # worker thread only
         self._disable_on_divergence = settings.shadow_disable_on_divergence
         self._metrics = metrics
         self._random = random.Random()
@@ -223,13 +225,27 @@ class ShadowVerifier:
         }
         name = f"{time.strftime('%Y%m%dT%H%M%S')}-{session_digest(job.session)}-{index}.json"
         try:
-            self._repro_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path = self._repro_dir / name
+            path = self._repro_folder() / name
             path.write_bytes(orjson.dumps(repro))
         except OSError as exc:
             log.error("could not write the shadow reproduction to %s: %s", self._repro_dir, exc)
             return None
         return path
+
+
+    def _repro_folder(self) -> Path:
+        """Where this process writes reproductions (they hold prompt text): the configured
+        folder when this process created it (mode 0700), else a fresh private folder beside
+        it.  A folder that already exists is never written into, whoever made it and
+        whatever its mode: another user could read it, or have linked it elsewhere."""
+        if self._repro_made is None:
+            try:
+                self._repro_dir.mkdir(mode=0o700, parents=True)
+                self._repro_made = self._repro_dir
+            except FileExistsError:
+                parent, prefix = self._repro_dir.parent, self._repro_dir.name + "-"
+                self._repro_made = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        return self._repro_made
 
 
 def session_digest(session: str) -> str:
