@@ -30,10 +30,11 @@ def test_deep_nesting_is_400_with_one_log_line(
     server_log.addHandler(caplog.handler)
     stub = StubUpstream()
     with stub.serve() as upstream, proxy(upstream, smollm2_dir) as http:
-        for depth in (1000, 300, 1019):
+        for depth, first in [(1000, False), (1019, False), (300, True), (1000, True)]:
             caplog.clear()
             with caplog.at_level(logging.INFO):
-                reply = http.post("/v1/chat/completions", content=_nested(depth), headers=JSON)
+                body = _nested(depth, first)
+                reply = http.post("/v1/chat/completions", content=body, headers=JSON)
             assert "nested too deeply" in assert_openai_error(reply, 400)["message"]
             logged = "\n".join(r.getMessage() for r in caplog.records if r.name != "httpx")
             assert not any(r.exc_info for r in caplog.records)
