@@ -232,7 +232,6 @@ class ShadowVerifier:
             return None
         return path
 
-
     def _repro_folder(self) -> Path:
         """Where this process writes reproductions (they hold prompt text): the configured
         folder when this process created it (mode 0700), else a fresh private folder beside
