@@ -122,6 +122,12 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="JSON {key: tenant}: the proxy's own API keys; others get 401 (default: open)",
     )
     add("--client-timeout", type=float, help="seconds to send a request body (default 60)")
+    add(
+        "--header-timeout",
+        type=float,
+        help="seconds a connection may take to send a request's headers (default 10)",
+    )
+    add("--keep-alive-timeout", type=float, help="seconds an idle connection stays (default 5)")
     add("--no-tracing", action="store_true", help="build no OpenTelemetry spans")
     add("--trace-console", action="store_true", help="also print every span to stdout")
     add("--trace-ring", type=int, help="recent requests kept for /debug/traces (default 512)")
@@ -187,6 +193,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             "redis_timeout",
             "api_keys_file",
             "client_timeout",
+            "header_timeout",
+            "keep_alive_timeout",
             "trace_ring",
             "shadow_rate",
             "shadow_cpu",

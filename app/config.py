@@ -89,6 +89,11 @@ class Settings:
     without one of these keys get 401 (the upstream's key is ``upstream_api_key``)."""
     client_timeout: float = 60.0
     """Seconds a client may take to send its request body (then 408)."""
+    header_timeout: float = 10.0
+    """Seconds a connection may take, from opening or its last answer, to send a complete
+    request head; then it is closed (slow or silent clients cannot hold sockets)."""
+    keep_alive_timeout: float = 5.0
+    """Seconds an idle keep-alive connection stays open after its last answer."""
     tracing: bool = True
     """Build an OpenTelemetry trace per request (ring buffer for /debug/traces; OTLP when
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set)."""
@@ -194,7 +199,15 @@ def _convert(name: str, raw: str) -> Any:
         "parallel_chunk",
     ):
         return int(raw)
-    if name in ("store_ttl", "redis_timeout", "client_timeout", "shadow_rate", "shadow_cpu"):
+    if name in (
+        "store_ttl",
+        "redis_timeout",
+        "client_timeout",
+        "header_timeout",
+        "keep_alive_timeout",
+        "shadow_rate",
+        "shadow_cpu",
+    ):
         return float(raw)
     if name in (
         "reasoning",

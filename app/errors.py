@@ -12,11 +12,13 @@
     │   ├── PermissionDeniedError   403: an admin endpoint without the admin key
     │   ├── NotFoundError           404: unknown model or route
     │   ├── RequestTimeoutError     408: the client did not send its body in time
+    │   ├── ClientDisconnectedError 499: the client went away before its answer began
     │   └── PayloadTooLargeError    413: body over the configured limit
     └── UpstreamError           the upstream server failed us (HTTP 5xx)
         ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
         │   └── UpstreamUnreachableError  502: no connection (refused, reset, DNS)
         ├── UpstreamTimeoutError      504: no answer in time
+        ├── UpstreamTruncatedError    502: the answer ended without a finish reason
         ├── UpstreamStatusError       the upstream answered with an error status (kept as is)
         └── UpstreamNotReadyError     503: the startup checks have not passed yet
 
@@ -127,6 +129,14 @@ class RequestTimeoutError(RequestError):
     kind = "timeout_error"
 
 
+class ClientDisconnectedError(RequestError):
+    """The client closed its connection while the proxy waited for the upstream (nginx's
+    499); the upstream request was cancelled and the answer reaches no one."""
+
+    status = 499
+    kind = "client_closed_request"
+
+
 class PayloadTooLargeError(RequestError):
     status = 413
     kind = "request_too_large"
@@ -158,6 +168,14 @@ class UpstreamNotReadyError(UpstreamError):
 class UpstreamTimeoutError(UpstreamError):
     status = 504
     kind = "upstream_timeout"
+
+
+class UpstreamTruncatedError(UpstreamError):
+    """The upstream's answer ended without saying why it ended (no finish reason): a stream
+    cut short without ``[DONE]``, an empty stream, a 200 that is not an answer.  Reported as
+    an error rather than as a complete answer, which the client could not tell from one."""
+
+    status = 502
 
 
 class UpstreamStatusError(UpstreamError):

@@ -19,6 +19,7 @@ import uvicorn
 
 from app import assets
 from app.config import Settings
+from app.http_guard import guarded_protocol
 from app.local_upstream import LocalLlamaServer
 from app.main import create_app
 
@@ -30,15 +31,23 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request
 
 
-def serve(settings: Settings, *, log_level: str = "info") -> None:
-    _configure_logging(log_level)
-    uvicorn.run(
+def server_config(settings: Settings, *, log_level: str = "info") -> uvicorn.Config:
+    """uvicorn's configuration of the proxy, with its connection limits (README, "Limits and
+    hostile clients")."""
+    return uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=log_level,
         access_log=False,
+        http=guarded_protocol(settings.header_timeout),
+        timeout_keep_alive=max(1, round(settings.keep_alive_timeout)),
     )
+
+
+def serve(settings: Settings, *, log_level: str = "info") -> None:
+    _configure_logging(log_level)
+    uvicorn.Server(server_config(settings, log_level=log_level)).run()
 
 
 def demo(*, port: int, once: bool, threads: int, log_level: str = "info") -> int:
@@ -52,15 +61,7 @@ def demo(*, port: int, once: bool, threads: int, log_level: str = "info") -> int
         settings = Settings.from_env(
             {"upstream": upstream.url, "tokenizer": folder, "model": DEMO_MODEL, "port": port}
         )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(settings),
-                host=settings.host,
-                port=port,
-                log_level=log_level,
-                access_log=False,
-            )
-        )
+        server = uvicorn.Server(server_config(settings, log_level=log_level))
         if not once:
             print(_curl_line(port), flush=True)
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, as uvicorn.run takes it

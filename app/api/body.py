@@ -49,4 +49,10 @@ async def json_body(
     try:
         return parser.parse(data, key) if parser is not None else ParsedBody(orjson.loads(data), 0)
     except orjson.JSONDecodeError as exc:
+        try:
+            data.decode()
+        except UnicodeDecodeError as bad:
+            raise BadRequestError(
+                f"the request body is not valid UTF-8 (byte {bad.start}: {bad.reason})"
+            ) from None
         raise BadRequestError(f"malformed JSON body: {exc}") from None

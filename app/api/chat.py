@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
+from app.api.disconnect import unless_disconnected
 from app.api.errors import error_response, stream_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
@@ -30,16 +31,17 @@ async def chat_completions(request: Request) -> Response:
     parsed = await json_body(request, limit, timings, service.bodies, body_key(request.headers))
     body = parsed.body
     chat = parse_chat_request(body, validated=parsed.reused_messages)
+    parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, body)
     continuation = parsed.reused_messages > 0
     prepared = await service.prepare(chat, caller, timings, continuation=continuation)
     if not chat.stream:
-        reply = await service.complete(prepared)
+        reply = await unless_disconnected(request, service.complete(prepared))
         return json_response(reply, headers=prepared.headers())
     chunks = service.chunks(prepared)
     try:
-        await anext(chunks)  # the upstream accepted the request
+        await unless_disconnected(request, anext(chunks))  # the upstream accepted it
     except TokspliceError as exc:
         await chunks.aclose()  # type: ignore[attr-defined]
         return error_response(request, exc, "chat")

@@ -2,9 +2,11 @@
 ``/debug/traces.json`` and its script and style under ``/debug/static/``).
 
 They show what the proxy does, not what clients said, but they are still for operators only:
-served when the proxy is bound to a loopback host, or to requests carrying the configured
-``admin_key`` (``Authorization: Bearer <key>`` or ``x-admin-key``).  Otherwise 404 (no admin
-key configured) or 403 (a missing or wrong key), as OpenAI-style error JSON.
+served to requests carrying the configured ``admin_key`` (``Authorization: Bearer <key>`` or
+``x-admin-key``), and to a connection from a loopback address that carries no proxy header
+(``X-Forwarded-For``, ``Forwarded``, ``X-Real-IP``): behind a reverse proxy on the same host
+every connection comes from loopback, so the peer alone proves nothing there.  Otherwise 404
+(no admin key configured) or 403 (a missing or wrong key), as OpenAI-style error JSON.
 """
 
 from __future__ import annotations
@@ -26,22 +28,26 @@ _STATIC = {"traces.js": "text/javascript", "traces.css": "text/css"}
 _DATA_MARK = "/*TRACES*/"
 
 
+_PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
 def require_admin(request: Request) -> None:
-    settings = request.app.state.settings
-    if _is_loopback(settings.host):
+    key = request.app.state.settings.admin_key
+    offered = request.headers.get("x-admin-key") or _bearer(request.headers.get("authorization"))
+    if key and offered is not None and hmac.compare_digest(offered.encode(), key.encode()):
         return
-    key = settings.admin_key
+    proxied = any(h in request.headers for h in _PROXY_HEADERS)
+    if not proxied and request.client is not None and _is_loopback(request.client.host):
+        return
     if not key:
         raise NotFoundError(
-            f"{request.url.path} is served only when toksplice listens on a loopback host, "
-            "or with an admin key configured (--admin-key / TOKSPLICE_ADMIN_KEY)"
+            f"{request.url.path} is served only to loopback clients that come through no "
+            "proxy, or with an admin key configured (--admin-key / TOKSPLICE_ADMIN_KEY)"
         )
-    offered = request.headers.get("x-admin-key") or _bearer(request.headers.get("authorization"))
-    if offered is None or not hmac.compare_digest(offered.encode(), key.encode()):
-        raise PermissionDeniedError(
-            f"{request.url.path} needs the admin key: send 'Authorization: Bearer <admin key>' "
-            "or 'x-admin-key: <admin key>'"
-        )
+    raise PermissionDeniedError(
+        f"{request.url.path} needs the admin key: send 'Authorization: Bearer <admin key>' "
+        "or 'x-admin-key: <admin key>'"
+    )
 
 
 router = APIRouter(dependencies=[Depends(require_admin)])

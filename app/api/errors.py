@@ -72,6 +72,8 @@ def install(app: FastAPI) -> None:
         return error_response(request, exc, api_of(request.url.path))
 
     # Exception itself last: Starlette answers it in its outermost middleware and then
-    # re-raises (a traceback in the log), which only a bug should cost.
-    for kind in (TokspliceError, RecursionError, HTTPException, RequestValidationError, Exception):
+    # re-raises (a traceback in the log), which only a bug should cost.  RecursionError and
+    # TypeError come before it for requests nested too deeply (``error_bodies._too_deep``).
+    for kind in (TokspliceError, RecursionError, TypeError, HTTPException,
+                 RequestValidationError, Exception):  # fmt: skip
         app.add_exception_handler(kind, handle)

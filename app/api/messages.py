@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
+from app.api.disconnect import unless_disconnected
 from app.api.errors import stream_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
@@ -50,17 +51,19 @@ async def messages(request: Request) -> Response:
         parsed.body, key, strip_billing_line=settings.strip_billing_line
     )
     chat = parse_chat_request(translated.body, validated=translated.validated)
+    parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, parsed.body)
     continuation = parsed.reused_messages > 0
     prepared = await service.prepare(chat, caller, timings, continuation=continuation)
     n_ids = len(prepared.encoding.ids)
     if not chat.stream:
-        reply = await service.complete(prepared)
+        reply = await unless_disconnected(request, service.complete(prepared))
         message = message_from_completion(reply, model=chat.model, n_ids=n_ids)
         return json_response(message, headers=prepared.headers())
     chunks = service.chunks(prepared)
-    await anext(chunks)  # upstream down or refusing: raises here, answered with a status
+    # upstream down or refusing: raises here, answered with a status
+    await unless_disconnected(request, anext(chunks))
     events = _events(request, chunks, MessageStream(model=chat.model, n_ids=n_ids))
     return sse_response(events, headers=prepared.headers())
 

@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
+from app.api.disconnect import unless_disconnected
 from app.api.errors import error_response, stream_error
 from app.api.responses import json_response, sse_response
 from app.errors import ContextOverflowError, TokspliceError
@@ -51,6 +52,7 @@ async def create_response(request: Request) -> Response:
     original = parsed.body
     canonical, validated = translator.translate(original, key, parsed.reused_messages)
     chat = parse_chat_request(canonical, validated=validated)
+    parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, original)  # reads prompt_cache_key
     echo = response_echo(original)
@@ -64,12 +66,12 @@ async def create_response(request: Request) -> Response:
         # OpenAI streams this one as response.failed (Codex reads its code there)
         return sse_response(_overflowed(request, exc, ResponseStream(model=chat.model, echo=echo)))
     if not chat.stream:
-        completion = await service.complete(prepared)
+        completion = await unless_disconnected(request, service.complete(prepared))
         reply = response_from_completion(completion, model=chat.model, echo=echo)
         return json_response(reply, headers=prepared.headers())
     chunks = service.chunks(prepared)
     try:
-        await anext(chunks)  # the upstream accepted the request
+        await unless_disconnected(request, anext(chunks))  # the upstream accepted it
     except TokspliceError as exc:
         await chunks.aclose()  # type: ignore[attr-defined]
         return error_response(request, exc, "responses")

@@ -72,12 +72,19 @@ def refusal_of(exc: BaseException, api: ClientApi) -> Refusal:
     if isinstance(exc, TokspliceError):
         param = exc.param if isinstance(exc, RequestError) else None
         return Refusal(exc.status, exc.kind, exc.reason, str(exc), param, _code(exc))
-    if isinstance(exc, RecursionError):
-        # JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
-        # rendering and special-token masking: the client's request, not our failure.
+    if _too_deep(exc):
         message = "the request is nested too deeply"
         return Refusal(400, "invalid_request_error", "too_deep", message)
     return Refusal(500, "server_error", "internal", "internal error", unexpected=True)
+
+
+def _too_deep(exc: BaseException) -> bool:
+    """JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
+    rendering and masking (Python's recursion limit) or orjson's serializer (254, a
+    ``TypeError``): the client's request, not our failure, and no traceback to log."""
+    return isinstance(exc, RecursionError) or (
+        isinstance(exc, TypeError) and str(exc) == "Recursion limit reached"
+    )
 
 
 def _code(exc: TokspliceError) -> str | None:

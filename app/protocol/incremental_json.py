@@ -16,6 +16,11 @@ the new body (at the same offset, or near it after an edit before it) and then:
 
 Anything else (an edited message, pretty-printed JSON that moved) parses the whole body.  The
 array's position in a fully parsed body is found once by a vectorised scan of its structure.
+
+Reused items count as validated (``ParsedBody.reused_messages``, which lets the caller skip
+checking them) only once the body they came from passed validation (``ParsedBody.valid``):
+a rejected body's items are reused as parsed objects but checked again, so a memo never
+turns a body a fresh process would refuse into one it accepts.
 """
 
 from __future__ import annotations
@@ -35,14 +40,7 @@ _SHIFT = 1 << 16
 """How far an edit before the array may move it (Claude Code's billing line: a few bytes)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedBody:
-    body: Any
-    reused_messages: int
-    """How many leading messages are the previous call's (already validated) objects."""
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Previous:
     data: bytes
     body: dict[str, Any]
@@ -50,6 +48,22 @@ class _Previous:
     """Offset of the array's ``[``."""
     close: int
     """Offset of its ``]``."""
+    validated: bool = False
+    """The body passed validation (``ParsedBody.valid``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedBody:
+    body: Any
+    reused_messages: int
+    """How many leading messages are the previous call's objects, validated in it."""
+    _entry: _Previous | None = None
+
+    def valid(self) -> None:
+        """Records that this body passed validation: the next call that extends it may skip
+        checking the items it shares with it."""
+        if self._entry is not None:
+            self._entry.validated = True
 
 
 class BodyParser:
@@ -67,12 +81,15 @@ class BodyParser:
             appended = _appended(previous, data, self._array)
             if appended is not None:
                 self._remember(key, appended)
-                return ParsedBody(appended.body, len(previous.body[self._array]))
+                reused = len(previous.body[self._array]) if previous.validated else 0
+                return ParsedBody(appended.body, reused, appended)
         body = orjson.loads(data)
         if key is not None and isinstance(body, dict) and isinstance(body.get(self._array), list):
             found = array_span(data, self._array)
             if found is not None and body[self._array]:
-                self._remember(key, _Previous(data, body, *found))
+                entry = _Previous(data, body, *found)
+                self._remember(key, entry)
+                return ParsedBody(body, 0, entry)
         return ParsedBody(body, 0)
 
     def _remember(self, key: str | None, previous: _Previous) -> None:

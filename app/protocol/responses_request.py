@@ -194,8 +194,13 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
     for name in ("temperature", "top_p"):
         if body.get(name) is not None:
             chat[name] = body[name]
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
+    limit = body.get("max_output_tokens")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise BadRequestError(
+                "'max_output_tokens' must be a positive integer", param="max_output_tokens"
+            )
+        chat["max_tokens"] = limit
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise BadRequestError("'stream' must be a boolean", param="stream")

@@ -23,6 +23,7 @@ from app.errors import (
     NotFoundError,
     SystemTurnError,
     TemplateError,
+    UpstreamTruncatedError,
 )
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
@@ -32,6 +33,7 @@ from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.service.timings import Timings
 from app.telemetry import Telemetry
+from app.telemetry.oracle_source import RenderSource
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.typed_specials import TypedSpecials
@@ -152,20 +154,24 @@ class ChatService:
         key = session_key(caller, request.messages)
         started = time.perf_counter()
         timings.session, timings.prepare_started = key, started
-        masked = self.typed_specials.mask(request.messages, request.tools, session=key)
-        messages, tools = (request.messages, request.tools) if masked is None else masked.data
+        masked = self.typed_specials.mask(
+            request.messages, request.tools, session=key, template_kwargs=request.template_kwargs
+        )
+        inputs = request.messages, request.tools, request.template_kwargs
+        messages, tools, kwargs = inputs if masked is None else masked.data
         try:
             rendered = self.card.template.render_pieces(
                 messages,
                 tools=tools,
                 add_generation_prompt=request.add_generation_prompt,
-                chat_template_kwargs=request.template_kwargs,
+                chat_template_kwargs=kwargs,
                 cache=self.render_cache,
                 session=key,
                 frozen=True,  # request objects are parsed here and only ever read
             )
         except TemplateError as exc:
-            raise self._system_turn_refused(request, messages, tools, exc) or exc from exc
+            refused = self._system_turn_refused(request, messages, tools, kwargs, exc)
+            raise refused or exc from exc
         render_done = time.perf_counter()
         text: str | PiecedText = rendered
         if masked is None:
@@ -185,9 +191,11 @@ class ChatService:
             )
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them
+            source = RenderSource(self.card.template, *inputs, request.add_generation_prompt)
             self.telemetry.shadow.offer(
-                self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text
-            )
+                self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text,
+                source,
+            )  # fmt: skip
         timings.render_s = render_done - started
         timings.tokenize_s = time.perf_counter() - render_done
         card = self.card
@@ -217,13 +225,14 @@ class ChatService:
         prepared.timings.upstream_sent = time.perf_counter()
         payload = await self.client.post_json(path, body, trace)
         if self.dialect.chat_native:
+            _finished(_chat_finish_reason(payload))
             return dict(payload, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
         text = self._decode_all(generated, prepared.call.sampling.stop)
         assembler = self._assembler(prepared)
         return assembler.completion(
             text,
-            generated.finish_reason or "stop",
+            _finished(generated.finish_reason),
             generated.usage or Usage(prepared.call.prompt.n_ids, 0),
             generated.stop_sequence,
         )
@@ -249,8 +258,11 @@ class ChatService:
     ) -> AsyncIterator[dict[str, Any]]:
         n_ids = prepared.call.prompt.n_ids
         if self.dialect.chat_native:
+            reason = None
             async for payload in sse_events(response):
+                reason = _chat_finish_reason(payload) or reason
                 yield dict(payload, model=prepared.request.model)
+            _finished(reason)
             return
         assembler = self._assembler(prepared)
         yield assembler.first_chunk()
@@ -275,7 +287,7 @@ class ChatService:
         for chunk in assembler.chunks(stops.end()):
             yield chunk
         for chunk in assembler.last_chunks(
-            finish_reason or "stop", usage, prepared.request.include_usage, stop_sequence
+            _finished(finish_reason), usage, prepared.request.include_usage, stop_sequence
         ):
             yield chunk
 
@@ -302,12 +314,12 @@ class ChatService:
         text = self.tokenizer.reference.tokenizer.decode(ids, skip_special_tokens=True)
         return trimmed(str(text), stops)
 
-
     def _system_turn_refused(
         self,
         request: ChatRequest,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
+        kwargs: dict[str, Any] | None,
         raised: TemplateError,
     ) -> SystemTurnError | None:
         """The template raised: was it for a system message after the first?  Proven by
@@ -322,11 +334,28 @@ class ChatService:
                 kept,
                 tools=tools,
                 add_generation_prompt=request.add_generation_prompt,
-                chat_template_kwargs=request.template_kwargs,
+                chat_template_kwargs=kwargs,
             )
         except TemplateError:
             return None
         return SystemTurnError(later[0], str(raised))
+
+
+def _finished(reason: str | None) -> str:
+    """The upstream's finish reason; an answer without one was cut short."""
+    if reason is None:
+        raise UpstreamTruncatedError(
+            "the upstream's answer ended without a finish reason: it was cut short"
+        )
+    return reason
+
+
+def _chat_finish_reason(payload: Any) -> str | None:
+    """The finish reason of an OpenAI chat completion or chunk, if it has one."""
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 def _opens_reasoning(text: PiecedText) -> bool:

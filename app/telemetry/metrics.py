@@ -6,6 +6,7 @@ figures are read from the store when ``/metrics`` is scraped.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -110,3 +111,20 @@ class _StoreCollector(Collector):
             "toksplice_session_store_evictions", "Sessions evicted to stay in budget",
             stats.get("evictions", 0),
         )
+        resident = _resident_bytes()
+        if resident is not None:
+            yield GaugeMetricFamily(
+                "toksplice_process_resident_bytes",
+                "The proxy process's resident memory (RSS), beside the session store's budget",
+                resident,
+            )
+
+
+def _resident_bytes() -> int | None:
+    """This process's RSS from /proc (Linux); None elsewhere."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")

@@ -18,8 +18,11 @@ import hashlib
 import logging
 import queue
 import random
+import re
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,7 @@ from app.config import Settings
 from app.pieced_text import PiecedText, joined
 from app.telemetry.metrics import Metrics
 from app.telemetry.oracle_process import OracleProcess
+from app.telemetry.oracle_source import RenderSource, oracle_prompt, special_pattern
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.reference import IdArray
 from app.tokenization.typed_specials import Masked, TypedSpecials
@@ -57,6 +61,9 @@ class ShadowJob:
     sent: bytes | memoryview | None
     """The ids as the JSON text that went upstream (spliced from earlier calls' text): the
     ids checked are these, what the upstream got."""
+    source: RenderSource | None = None
+    """The template inputs before masking: the check finds special-token text in them by
+    itself (``oracle_source``) rather than trusting the masking it checks."""
 
     @property
     def text(self) -> str:
@@ -74,6 +81,7 @@ class ShadowVerifier:
         self._closing = threading.Event()
         self._abandon = threading.Event()
         self._repro_dir = settings.shadow_repro_dir
+        self._repro_made: Path | None = None  # worker thread only
         self._disable_on_divergence = settings.shadow_disable_on_divergence
         self._metrics = metrics
         self._random = random.Random()
@@ -82,6 +90,9 @@ class ShadowVerifier:
         for _ in range(settings.shadow_queue):  # one per pending check, reused
             self._buffers.put(bytearray())
         self._oracle = OracleProcess()  # worker thread only
+        self._patterns: weakref.WeakKeyDictionary[SessionTokenizer, re.Pattern[str] | None] = (
+            weakref.WeakKeyDictionary()
+        )  # worker thread only
         self._worker = threading.Thread(target=self._run, name="toksplice-shadow", daemon=True)
         if self._rate > 0:
             self._worker.start()
@@ -95,9 +106,11 @@ class ShadowVerifier:
         masked: Masked | None,
         typed: TypedSpecials | None = None,
         sent: bytes | memoryview | None = None,
+        source: RenderSource | None = None,
     ) -> None:
         """Samples this request for a check (cheap; never blocks).  ``text`` is the rendered
-        prompt, rendered from ``masked`` when the client content held special-token text."""
+        prompt, rendered from ``masked`` when the client content held special-token text;
+        ``source``, what it was rendered from before masking."""
         if self._rate <= 0 or self._random.random() >= self._rate:
             return
         try:
@@ -111,7 +124,7 @@ class ShadowVerifier:
         sentinels = None if masked is None else masked.tokens
         self._jobs.put(
             ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route, typed,
-                      sent)
+                      sent, source)
         )  # fmt: skip
 
     def close(self, timeout_s: float | None = None) -> None:
@@ -146,10 +159,26 @@ class ShadowVerifier:
             self._closing.wait((self._clock() - started) * self._rest_per_busy)
 
     def _check(self, job: ShadowJob) -> None:
-        found = self._oracle.check(job.tokenizer, job.utf8, job.sentinels, job.ids, job.sent)
+        utf8, sentinels = self._expected_input(job)
+        found = self._oracle.check(job.tokenizer, utf8, sentinels, job.ids, job.sent)
         self._metrics.shadow_checks.inc()
         if found is not None:
             self._diverged(dataclasses.replace(job, ids=found.actual), found.expected, found.index)
+
+    def _expected_input(self, job: ShadowJob) -> tuple[bytes | bytearray, dict[str, str] | None]:
+        """The text the ids must encode and its markers, found from the unmasked inputs when
+        the job has them: the proxy's rendered text when no client string holds special-token
+        text and the proxy masked nothing, else a render of the verifier's own."""
+        if job.source is None:
+            return job.utf8, job.sentinels
+        if job.tokenizer not in self._patterns:
+            self._patterns[job.tokenizer] = special_pattern(job.tokenizer.reference.tokenizer)
+        own = oracle_prompt(job.source, self._patterns[job.tokenizer])
+        if own is not None:
+            return own[0].encode(), own[1]
+        if job.sentinels is not None:  # masked, though nothing needed it
+            return job.source.render().encode(), None
+        return job.utf8, None
 
     def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
         """Forget, switch off, reproduce, log; the metric last (once it counts, all is done)."""
@@ -196,13 +225,26 @@ class ShadowVerifier:
         }
         name = f"{time.strftime('%Y%m%dT%H%M%S')}-{session_digest(job.session)}-{index}.json"
         try:
-            self._repro_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path = self._repro_dir / name
+            path = self._repro_folder() / name
             path.write_bytes(orjson.dumps(repro))
         except OSError as exc:
             log.error("could not write the shadow reproduction to %s: %s", self._repro_dir, exc)
             return None
         return path
+
+    def _repro_folder(self) -> Path:
+        """Where this process writes reproductions (they hold prompt text): the configured
+        folder when this process created it (mode 0700), else a fresh private folder beside
+        it.  A folder that already exists is never written into, whoever made it and
+        whatever its mode: another user could read it, or have linked it elsewhere."""
+        if self._repro_made is None:
+            try:
+                self._repro_dir.mkdir(mode=0o700, parents=True)
+                self._repro_made = self._repro_dir
+            except FileExistsError:
+                parent, prefix = self._repro_dir.parent, self._repro_dir.name + "-"
+                self._repro_made = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        return self._repro_made
 
 
 def session_digest(session: str) -> str:

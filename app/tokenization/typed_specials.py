@@ -13,6 +13,16 @@ between them, sentinels restored, is encoded with special-token matching off.  T
 Hugging Face's own procedure (split at special tokens, encode the pieces) with the user's text
 kept out of the split.  Such requests take the full path (their ids are not a plain encode of
 the text, so they are not stored for repair).
+
+Client strings are every string the template can see: values and object keys, at any depth
+(a tool schema's property names, an object-valued ``tool_calls`` argument), in the messages,
+the tools and ``chat_template_kwargs``.  The sentinels cannot be forged: a request that needs
+masking and holds a sentinel character anywhere (a key included) is refused, so every
+sentinel in the rendered text is one the masking put there.  A request without special-token
+text is never masked and may use those characters freely.  (Sentinels drawn per request from
+characters the request lacks would avoid the refusal, but would change between the calls of
+a session and defeat the piece reuse; U+10FD00..U+10FFFD are private-use code points that
+ordinary text does not carry.)
 """
 
 from __future__ import annotations
@@ -51,10 +61,12 @@ class Masked:
     tools: list[Any] | None
     tokens: dict[str, str]
     """Sentinel -> the special-token text it stands for."""
+    template_kwargs: dict[str, Any] | None = None
 
     @property
-    def data(self) -> tuple[list[Any], list[Any] | None]:
-        return self.messages, self.tools
+    def data(self) -> tuple[list[Any], list[Any] | None, dict[str, Any] | None]:
+        """The messages, tools and template variables to render."""
+        return self.messages, self.tools, self.template_kwargs
 
     def restore(self, text: str) -> str:
         """``text`` (rendered from the masked data) with the user's special text back."""
@@ -139,7 +151,12 @@ class TypedSpecials:
         return self._pieces.stats() if self._pieces is not None else {}
 
     def mask(
-        self, messages: list[Any], tools: list[Any] | None, *, session: str | None = None
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        *,
+        session: str | None = None,
+        template_kwargs: dict[str, Any] | None = None,
     ) -> Masked | None:
         """None when no client string holds special-token text (the common case); else the
         data with each occurrence swapped for a sentinel.  With ``session``, messages equal to
@@ -147,7 +164,8 @@ class TypedSpecials:
         if self._find is None:
             return None
         memo = self._memos.get(session) if session is not None else None
-        memo = self._scan([tools, *messages], memo)  # tools first: their index stays put
+        # tools and template variables first: their indices stay put
+        memo = self._scan([tools, template_kwargs, *messages], memo)
         if session is not None:
             self._memos.put(session, memo, memo.totals[2])
         specials, sentinel_uses, _ = memo.totals
@@ -167,7 +185,8 @@ class TypedSpecials:
             )
         pairs = zip(memo.checked, memo.items, strict=True)
         masked = [c.masked if c.special else item for c, item in pairs]
-        return Masked(masked[1:], masked[0], {v: k for k, v in memo.sentinels.items()})
+        tokens = {v: k for k, v in memo.sentinels.items()}
+        return Masked(masked[2:], masked[0], tokens, masked[1])
 
     def _scan(self, items: list[Any], memo: _MaskMemo | None) -> _MaskMemo:
         """What scanning ``items`` finds.  Items that are last call's objects (the body parser
@@ -230,7 +249,10 @@ class TypedSpecials:
         if isinstance(value, str):
             return test(value)
         if isinstance(value, dict):
-            return any(self._contains(v, test) for v in value.values())
+            return any(
+                (isinstance(k, str) and test(k)) or self._contains(v, test)
+                for k, v in value.items()
+            )
         if isinstance(value, list | tuple):
             return any(self._contains(v, test) for v in value)
         return False
@@ -286,11 +308,15 @@ def _has_sentinel(text: str) -> bool:
 
 
 def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
-    """A copy of JSON data with ``change`` applied to every string value (keys kept)."""
+    """A copy of JSON data with ``change`` applied to every string, object keys included
+    (``change`` is injective, so distinct keys stay distinct)."""
     if isinstance(value, str):
         return change(value)
     if isinstance(value, dict):
-        return {k: _map_strings(v, change) for k, v in value.items()}
+        return {
+            change(k) if isinstance(k, str) else k: _map_strings(v, change)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_map_strings(v, change) for v in value]
     return value

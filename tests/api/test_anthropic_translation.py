@@ -235,6 +235,7 @@ def test_through_the_body_parser(billing_changes: bool) -> None:
         cch = k if billing_changes else 0
         body = body_of(messages, f"x-anthropic-billing-header: cch={cch};\nsys", False, False)
         parsed = parser.parse(orjson.dumps(body), "s")
+        parsed.valid()  # as the route does once the body passed validation
         got = translator.translate(parsed.body, "s", strip_billing_line=False)
         assert got.body == to_chat_body(body).body
         new = chat_of(got)

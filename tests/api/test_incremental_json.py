@@ -69,9 +69,11 @@ def test_appends_reuse_the_previous_messages() -> None:
     parser = BodyParser(1 << 20)
     history = [{"role": "user", "content": 'a]\\"}, {'}]
     first = parser.parse(json.dumps({"model": "m", "messages": history, "x": [1]}).encode(), "k")
+    first.valid()
     history = [*history, {"role": "tool", "content": "b"}]
     second = parser.parse(json.dumps({"model": "m", "messages": history, "x": [1]}).encode(), "k")
     assert second.reused_messages == 1
+    second.valid()
     assert second.body["messages"][0] is first.body["messages"][0]
     other_data = json.dumps({"model": "n", "messages": history}).encode()
     other = parser.parse(other_data, "k")  # only fields outside the array changed
@@ -111,6 +113,21 @@ def test_billing_line_edits_keep_the_messages() -> None:
             )
             data = json.dumps(body).encode()
             parsed = parser.parse(data, "k")
+            parsed.valid()
             assert parsed.body == orjson.loads(data)
             assert parsed.reused_messages == (len(history) - 1 if call else 0)
             history = [*history, {"role": "assistant", "content": f"ok {call}"}]
+
+
+def test_items_of_a_rejected_body_are_checked_again() -> None:
+    """Reused items count as validated only once their body passed validation."""
+    parser = BodyParser(1 << 20)
+    history: list[dict[str, Any]] = [{"role": "wizard", "content": "x"}]
+    parser.parse(orjson.dumps({"messages": history}), "k")  # refused: never marked valid
+    history = [*history, {"role": "user", "content": "hi"}]
+    second = parser.parse(orjson.dumps({"messages": history}), "k")
+    assert second.reused_messages == 0
+    assert second.body == {"messages": history}
+    second.valid()
+    third = parser.parse(orjson.dumps({"messages": [*history, {"role": "user"}]}), "k")
+    assert third.reused_messages == 2

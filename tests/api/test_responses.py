@@ -148,6 +148,7 @@ def test_translation_resumes_from_the_previous_call() -> None:
     snapshots: list[bytes] = []
     for k, body in enumerate(bodies):
         parsed = parser.parse(orjson.dumps(body), "key")
+        parsed.valid()  # as the route does once the body passed validation
         assert parsed.reused_messages == (len(bodies[k - 1]["input"]) if k else 0)
         chat, validated = translator.translate(parsed.body, "key", parsed.reused_messages)
         assert chat == chat_body(body)

@@ -57,7 +57,7 @@ def metric(client: httpx.Client, name: str, **labels: str) -> float:
     return 0.0
 
 
-def wait_for(check: Callable[[], bool], seconds: float = 20) -> None:
+def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < deadline, "timed out"
@@ -93,7 +93,8 @@ def test_a_repair_fault_is_caught_and_the_next_call_full_encodes(
     smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
 ) -> None:
     corrupt_one_id(monkeypatch)
-    with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=tmp_path) as (_, client, stub):
+    repro = tmp_path / "repro"
+    with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=repro) as (_, client, stub):
         routes = []
         for turns in (1, 2, 3):
             body = {"model": MODEL, "messages": conversation(turns), "stream": stream}
@@ -105,7 +106,7 @@ def test_a_repair_fault_is_caught_and_the_next_call_full_encodes(
                 wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
         assert routes == ["full", "edit", "full"]
         assert stub.requests[-1]["prompt"] == expected_ids(smollm2_dir, body)
-        [repro_file] = tmp_path.iterdir()
+        [repro_file] = (tmp_path / "repro").iterdir()
         repro = orjson.loads(repro_file.read_bytes())
         first = repro["first_index"]
         assert repro["expected"][:first] == repro["actual"][:first]
@@ -131,14 +132,15 @@ def test_the_id_json_sent_upstream_is_what_is_checked(
         )
 
     monkeypatch.setattr(IdsJson, "spliced", faulty)
-    with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=tmp_path) as (_, client, stub):
+    repro = tmp_path / "repro"
+    with proxy(smollm2_dir, shadow_rate=1.0, shadow_repro_dir=repro) as (_, client, stub):
         for turns in (1, 2):
             body = {"model": MODEL, "messages": conversation(turns)}
             reply = client.post("/v1/chat/completions", json=body, headers={"x-session-id": "j"})
             assert reply.headers["x-toksplice-route"] == ("full" if turns == 1 else "edit")
         assert stub.requests[-1]["prompt"] != expected_ids(smollm2_dir, body)
         wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
-        [repro_file] = tmp_path.iterdir()
+        [repro_file] = (tmp_path / "repro").iterdir()
         assert orjson.loads(repro_file.read_bytes())["actual"] == stub.requests[-1]["prompt"]
 
 
@@ -146,7 +148,7 @@ def test_divergence_can_switch_repair_off_until_restart(
     smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     corrupt_one_id(monkeypatch)
-    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path}
+    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path / "repro"}
     with proxy(smollm2_dir, shadow_disable_on_divergence=True, **options) as (app, client, _):
         for turns in (1, 2):
             body = {"model": MODEL, "messages": conversation(turns)}
@@ -172,7 +174,7 @@ def test_typed_special_token_prompts_are_verified_too(
     """Route "pieces" is checked against its own contract: exact prompts pass, and a fault in
     the piece encoder is caught."""
     typed = [{"role": "user", "content": f"what does <|im_end|> mean? {CONTENT}"}]
-    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path}
+    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path / "repro"}
     with proxy(smollm2_dir, **options) as (app, client, _stub):
         for turn in range(3):
             messages = [*typed, {"role": "user", "content": f"turn {turn} <|endoftext|>"}]
@@ -191,7 +193,7 @@ def test_typed_special_token_prompts_are_verified_too(
         monkeypatch.setattr(PieceEncoder, "encode", faulty)
         client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})
         wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
-        [repro_file] = tmp_path.iterdir()
+        [repro_file] = (tmp_path / "repro").iterdir()
         assert orjson.loads(repro_file.read_bytes())["route"] == "pieces"
         # the session's piece state and the piece cache were dropped (the metric counts last)
         stats = app.state.chat.typed_specials.piece_stats
@@ -298,21 +300,29 @@ def test_spans_reach_otlp_and_the_console_without_keys_or_content(
             assert secret not in where
 
 
+PROXIED = {"x-forwarded-for": "203.0.113.9"}
+
+
 @pytest.mark.parametrize(
     ("admin_key", "headers", "status"),
     [
-        (None, {}, 404),
-        ("k-admin", {}, 403),
-        ("k-admin", {"authorization": "Bearer wrong"}, 403),
-        ("k-admin", {"authorization": "Bearer k-admin"}, 200),
-        ("k-admin", {"x-admin-key": "k-admin"}, 200),
+        (None, {}, 200),  # a loopback peer, through no proxy
+        (None, PROXIED, 404),
+        (None, {"forwarded": "for=127.0.0.1"}, 404),
+        (None, {"x-real-ip": "127.0.0.1"}, 404),
+        ("k-admin", {}, 200),
+        ("k-admin", PROXIED, 403),
+        ("k-admin", PROXIED | {"authorization": "Bearer wrong"}, 403),
+        ("k-admin", PROXIED | {"authorization": "Bearer k-admin"}, 200),
+        ("k-admin", PROXIED | {"x-admin-key": "k-admin"}, 200),
     ],
 )
-def test_admin_endpoints_need_loopback_or_the_admin_key(
+def test_admin_endpoints_need_a_direct_loopback_peer_or_the_admin_key(
     smollm2_dir: Path, admin_key: str | None, headers: dict[str, str], status: int
 ) -> None:
-    # host is what the proxy believes it is bound to; the test server listens on 127.0.0.1
-    with proxy(smollm2_dir, host="0.0.0.0", admin_key=admin_key) as (_, client, _stub):
+    """The bind address does not matter (behind nginx on the same host a loopback bind sees
+    only loopback peers): the peer does, when no proxy header says it relays someone."""
+    with proxy(smollm2_dir, host="127.0.0.1", admin_key=admin_key) as (_, client, _stub):
         for path in ("/metrics", "/debug/traces", "/debug/traces.json", "/debug/static/traces.js"):
             reply = client.get(path, headers=headers)
             assert reply.status_code == status, path

@@ -204,3 +204,26 @@ def test_a_bounded_close_drops_what_it_cannot_finish(
     drops = count(metrics, "toksplice_shadow_drops_total")
     assert checks + drops == 8 and drops >= 1
     assert shadow._oracle.pid is None  # no child left behind
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o700])
+def test_an_existing_repro_folder_is_never_written_into(
+    assets: dict[str, Path], tmp_path: Path, mode: int
+) -> None:
+    """Reproductions hold prompt text: a folder someone made before (world-readable, or
+    private but not this process's) gets none; a fresh 0700 folder beside it does."""
+    existing = tmp_path / "repro"
+    existing.mkdir()
+    existing.chmod(mode)
+    tok = SessionTokenizer.from_file(assets["smollm2"])
+    shadow, metrics = verifier(tmp_path)
+    exact = tok.encode("some prompt text " * 8, session="t/r")
+    for _ in range(2):  # both land in the same fresh folder
+        shadow.offer(tok, "t/r", "some prompt text " * 8, dataclasses.replace(
+            exact, ids=exact.ids[:-1]), None)  # fmt: skip
+    shadow.close()
+    assert count(metrics, "toksplice_shadow_divergences_total") == 2
+    assert list(existing.iterdir()) == []
+    [fresh] = [p for p in tmp_path.iterdir() if p != existing]
+    assert fresh.name.startswith("repro-") and fresh.stat().st_mode & 0o777 == 0o700
+    assert len(list(fresh.iterdir())) >= 1
