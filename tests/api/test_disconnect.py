@@ -48,6 +48,10 @@ class PrefillingUpstream:
                 while b"\r\n\r\n" not in data:
                     data += conn.recv(65536)
                 head, _, body = data.partition(b"\r\n\r\n")
+                if not head.startswith(b"POST "):  # the proxy's startup probes (/props ...)
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n"
+                                 b"connection: close\r\n\r\n")  # fmt: skip
+                    continue
                 length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                               if line.lower().startswith(b"content-length"))  # fmt: skip
                 while len(body) < length:

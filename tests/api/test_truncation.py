@@ -56,6 +56,10 @@ def test_a_completion_without_finish_reason_is_502_on_every_api(smollm2_dir: Pat
         reply = http.post("/v1/messages", json=ANTHROPIC)
         assert reply.status_code == 502
         assert reply.json()["type"] == "error" and reply.json()["error"]["type"] == "api_error"
+        counted = http.get("/metrics").text
+        for api in ("chat", "messages", "responses"):
+            assert (f'toksplice_refusals_total{{api="{api}",reason="upstream_truncated",'
+                    'status="502"} 1.0') in counted
 
 
 @pytest.mark.parametrize("kind", sorted(STREAMS))
@@ -68,7 +72,8 @@ def test_a_stream_without_finish_reason_ends_with_an_error_event(
         assert events[-1] == "[DONE]"
         *chunks, error = [orjson.loads(e) for e in events[:-1]]
         assert not any(c["choices"][0]["finish_reason"] for c in chunks)
-        assert error["error"]["code"] == 502 and "finish reason" in error["error"]["message"]
+        assert error["error"]["type"] == "upstream_error"
+        assert "finish reason" in error["error"]["message"]
 
         with http.stream("POST", "/v1/messages", json=ANTHROPIC | {"stream": True}) as reply:
             lines = list(reply.iter_lines())
@@ -80,3 +85,7 @@ def test_a_stream_without_finish_reason_ends_with_an_error_event(
             lines = list(reply.iter_lines())
         names = [line[7:] for line in lines if line.startswith("event: ")]
         assert names[-1] == "response.failed" and "response.completed" not in names
+        counted = http.get("/metrics").text  # each error event counted as a refusal
+        for api in ("chat", "messages", "responses"):
+            assert (f'toksplice_refusals_total{{api="{api}",reason="upstream_truncated",'
+                    'status="502"} 1.0') in counted
