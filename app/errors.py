@@ -6,6 +6,8 @@
     ├── TemplateError           a chat template that cannot be loaded, or raised while rendering
     ├── RequestError            the client's request is wrong (HTTP 4xx; ``status`` says which)
     │   ├── BadRequestError         400: malformed JSON, bad fields, content the model lacks
+    │   │   ├── ContextOverflowError    the prompt (and the asked output) exceed the context
+    │   │   └── SystemTurnError         a system message where the model's template takes none
     │   ├── AuthenticationError     401
     │   ├── PermissionDeniedError   403: an admin endpoint without the admin key
     │   ├── NotFoundError           404: unknown model or route
@@ -17,7 +19,8 @@
         └── UpstreamStatusError       the upstream answered with an error status (kept as is)
 
 Services raise these; each client API maps them to its own error JSON at one boundary
-(``app.api.errors``).
+(``app.api.errors``).  ``reason`` is the short machine name that logs and metrics count
+refusals by.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ class TokspliceError(Exception):
 
     status: int = 500
     kind: str = "server_error"
+
+    @property
+    def reason(self) -> str:
+        """``ContextOverflowError`` -> ``"context_overflow"``: what logs and metrics say."""
+        name = type(self).__name__.removesuffix("Error")
+        return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 class InvalidTextError(TokspliceError, ValueError):
@@ -62,6 +71,38 @@ class RequestError(TokspliceError):
 
 class BadRequestError(RequestError):
     status = 400
+
+
+class ContextOverflowError(BadRequestError):
+    """The prompt does not fit the model's context, or leaves less room than the client's
+    output limit asks for.  Each client API words it as its own server does, so that a
+    client's recovery (shorter history, a lower ``max_tokens``) triggers."""
+
+    def __init__(self, *, prompt_tokens: int, max_tokens: int | None, context: int) -> None:
+        self.prompt_tokens, self.max_tokens, self.context = prompt_tokens, max_tokens, context
+        asked = "" if max_tokens is None else f" and {max_tokens} to generate"
+        super().__init__(
+            f"{prompt_tokens} prompt tokens{asked} do not fit the model's context of "
+            f"{context} tokens",
+            param="messages",
+        )
+
+    @property
+    def prompt_fits(self) -> bool:
+        """The prompt alone fits: only the output limit is too large."""
+        return self.prompt_tokens < self.context
+
+
+class SystemTurnError(BadRequestError):
+    """A ``system`` message inside the conversation that the model's chat template refuses
+    there (it takes one only first): the client should resend without such turns."""
+
+    def __init__(self, index: int, detail: str) -> None:
+        super().__init__(
+            "role 'system' is not supported on this model after the first message: its chat "
+            f"template refuses a system turn there ({detail})",
+            param=f"messages[{index}]",
+        )
 
 
 class AuthenticationError(RequestError):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
-from app.api.errors import error_response
-from app.api.responses import json_response, primed, sse_response
+from app.api.errors import error_response, stream_error
+from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
 from app.protocol.openai_chat import parse_chat_request
+from app.protocol.sse import DONE, sse_data
 from app.service.callers import body_key, caller_of
 from app.service.chat import ChatService
 from app.service.timings import Timings
@@ -34,8 +37,26 @@ async def chat_completions(request: Request) -> Response:
     if not chat.stream:
         reply = await service.complete(prepared)
         return json_response(reply, headers=prepared.headers())
+    chunks = service.chunks(prepared)
     try:
-        stream = await primed(service.stream(prepared))
+        await anext(chunks)  # the upstream accepted the request
     except TokspliceError as exc:
-        return error_response(exc)
-    return sse_response(stream, headers=prepared.headers())
+        await chunks.aclose()  # type: ignore[attr-defined]
+        return error_response(request, exc, "chat")
+    return sse_response(_events(request, chunks), headers=prepared.headers())
+
+
+async def _events(
+    request: Request, chunks: AsyncIterator[dict[str, Any] | None]
+) -> AsyncIterator[bytes]:
+    """OpenAI chat SSE; owns ``chunks`` (closing it cancels the upstream request).  An error
+    after the first byte is an ``error`` data line, then ``[DONE]``."""
+    try:
+        async for chunk in chunks:
+            if chunk is not None:
+                yield sse_data(chunk)
+    except TokspliceError as exc:
+        yield sse_data(stream_error(request, exc, "chat").openai())
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+    yield DONE

@@ -57,13 +57,13 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/debug/traces.json")
 async def traces_json(request: Request) -> Response:
-    return json_response({"requests": _requests(request)})
+    return json_response(_traces(request))
 
 
 @router.get("/debug/traces")
 async def traces_page(request: Request) -> Response:
     """The page, with the recent requests inlined (it renders without a second request)."""
-    data = orjson.dumps({"requests": _requests(request)}).decode().replace("</", "<\\/")
+    data = orjson.dumps(_traces(request)).decode().replace("</", "<\\/")
     page = _asset("traces.html").replace(_DATA_MARK, data)
     return Response(page, media_type="text/html; charset=utf-8")
 
@@ -75,9 +75,11 @@ async def static(name: str) -> Response:
     return Response(_asset(name), media_type=_STATIC[name])
 
 
-def _requests(request: Request) -> list[dict[str, object]]:
+def _traces(request: Request) -> dict[str, list[dict[str, object]]]:
+    """The recent requests that reached the upstream, and the recent error answers."""
     telemetry: Telemetry = request.app.state.telemetry
-    return telemetry.ring.requests() if telemetry.ring is not None else []
+    requests = telemetry.ring.requests() if telemetry.ring is not None else []
+    return {"requests": requests, "refused": telemetry.refusals.recent()}
 
 
 def _asset(name: str) -> str:

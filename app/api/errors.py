@@ -1,9 +1,12 @@
-"""Errors as each client API spells them; the one place exceptions become HTTP answers."""
+"""The one place exceptions become HTTP answers, in each client API's own error format.
+
+Every answer made here is recorded (``Telemetry.refusals``): a log line, the
+``toksplice_refusals_total`` counter and the trace page.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -11,69 +14,64 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from app.api.responses import json_response
-from app.errors import RequestError, TokspliceError
+from app.errors import TokspliceError
+from app.protocol.error_bodies import ClientApi, Refusal, refusal_of
+from app.telemetry import Telemetry
+from app.telemetry.refusals import RefusalRecord
 
 log = logging.getLogger("toksplice")
 
 
-def openai_error(exc: Exception) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, OpenAI error JSON) for any exception."""
-    if isinstance(exc, TokspliceError):
-        param = exc.param if isinstance(exc, RequestError) else None
-        return exc.status, _openai_body(str(exc), exc.kind, exc.status, param)
+def refusal(exc: BaseException, api: ClientApi) -> Refusal:
+    """How ``api`` answers ``exc``, the HTTP layer's exceptions included."""
     if isinstance(exc, HTTPException):
-        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return exc.status_code, _openai_body(str(exc.detail), kind, exc.status_code)
+        missing = exc.status_code == 404
+        kind = "not_found_error" if missing else "invalid_request_error"
+        return Refusal(exc.status_code, kind, "no_route" if missing else "http", str(exc.detail))
     if isinstance(exc, RequestValidationError):
-        return 400, _openai_body(str(exc), "invalid_request_error", 400)
-    if isinstance(exc, RecursionError):
-        # JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
-        # rendering and special-token masking: the client's request, not our failure.
-        return 400, _openai_body("the request is nested too deeply", "invalid_request_error", 400)
-    log.exception("unhandled error", exc_info=exc)
-    return 500, _openai_body("internal error", "server_error", 500)
+        return Refusal(400, "invalid_request_error", "validation", str(exc))
+    return refusal_of(exc, api)
 
 
-def _openai_body(message: str, kind: str, status: int, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+def record(request: Request, api: ClientApi, answer: Refusal, *, streaming: bool = False) -> None:
+    """Log, count and show one error answer (no content of the request)."""
+    telemetry: Telemetry | None = getattr(request.app.state, "telemetry", None)
+    if telemetry is not None:
+        path = request.url.path
+        seen = RefusalRecord(api, answer.status, answer.reason, path, answer.param, streaming)
+        telemetry.refusals.record(seen)
 
 
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "timeout_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    504: "timeout_error",
-}
+def stream_error(request: Request, exc: BaseException, api: ClientApi) -> Refusal:
+    """The refusal a stream's error event carries (the status was sent already), recorded."""
+    answer = refusal(exc, api)
+    record(request, api, answer, streaming=True)
+    return answer
 
 
-def anthropic_error(exc: Exception) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, Anthropic error JSON) for any exception: same statuses as OpenAI's."""
-    status, body = openai_error(exc)
-    kind = _ANTHROPIC_TYPES.get(status, "api_error")
-    return status, {"type": "error", "error": {"type": kind, "message": body["error"]["message"]}}
+def error_response(request: Request, exc: BaseException, api: ClientApi) -> Response:
+    """The error answer for ``exc``, recorded."""
+    answer = refusal(exc, api)
+    if answer.unexpected:
+        log.error("unhandled error", exc_info=exc)
+    record(request, api, answer)
+    return json_response(answer.body(api), answer.status)
 
 
-def anthropic_error_response(exc: Exception) -> Response:
-    status, body = anthropic_error(exc)
-    return json_response(body, status)
-
-
-def error_response(exc: Exception) -> Response:
-    status, body = openai_error(exc)
-    if status >= 500:
-        log.warning("request failed: %s", exc)
-    return json_response(body, status)
+def api_of(path: str) -> ClientApi:
+    """Which client API a path belongs to (for errors raised before a route ran)."""
+    if path.startswith("/v1/messages"):
+        return "messages"
+    if path.startswith("/v1/responses"):
+        return "responses"
+    return "chat"
 
 
 def install(app: FastAPI) -> None:
     async def handle(request: Request, exc: Exception) -> Response:
-        if request.url.path.startswith("/v1/messages"):
-            return anthropic_error_response(exc)
-        return error_response(exc)
+        return error_response(request, exc, api_of(request.url.path))
 
-    for kind in (TokspliceError, HTTPException, RequestValidationError, Exception):
+    # Exception itself last: Starlette answers it in its outermost middleware and then
+    # re-raises (a traceback in the log), which only a bug should cost.
+    for kind in (TokspliceError, RecursionError, HTTPException, RequestValidationError, Exception):
         app.add_exception_handler(kind, handle)

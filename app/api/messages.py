@@ -17,7 +17,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
-from app.api.errors import anthropic_error
+from app.api.errors import stream_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
 from app.protocol.anthropic_reply import MessageStream, message_from_completion
@@ -61,12 +61,12 @@ async def messages(request: Request) -> Response:
         return json_response(message, headers=prepared.headers())
     chunks = service.chunks(prepared)
     await anext(chunks)  # upstream down or refusing: raises here, answered with a status
-    events = _events(chunks, MessageStream(model=chat.model, n_ids=n_ids))
+    events = _events(request, chunks, MessageStream(model=chat.model, n_ids=n_ids))
     return sse_response(events, headers=prepared.headers())
 
 
 async def _events(
-    chunks: AsyncIterator[dict[str, Any] | None], stream: MessageStream
+    request: Request, chunks: AsyncIterator[dict[str, Any] | None], stream: MessageStream
 ) -> AsyncIterator[bytes]:
     yield stream.start()
     try:
@@ -74,8 +74,8 @@ async def _events(
             if chunk is not None and (data := stream.feed(chunk)):
                 yield data
     except TokspliceError as exc:
-        _, body = anthropic_error(exc)
-        yield stream.error(body["error"]["type"], body["error"]["message"])
+        error = stream_error(request, exc, "messages").anthropic()["error"]
+        yield stream.error(error["type"], error["message"])
         return
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]
@@ -87,7 +87,7 @@ async def count_tokens(request: Request) -> Response:
     """The exact prompt length: the request rendered and tokenized as ``/v1/messages`` would,
     nothing sent upstream.  Counted in a session of its own (per caller and session), so a
     count of some other text never disturbs the conversation's stored transcript."""
-    timings = Timings(received=time.perf_counter())
+    timings = Timings(received=time.perf_counter(), api="messages")
     service: ChatService = request.app.state.chat
     settings = request.app.state.settings
     parsed = await json_body(request, settings.max_body_bytes, timings)
@@ -97,5 +97,5 @@ async def count_tokens(request: Request) -> Response:
     chat = parse_chat_request(translated.body)
     caller = caller_of(request.headers, parsed.body)
     counter = Caller(tenant=caller.tenant, session=f"count_tokens/{caller.session or ''}")
-    prepared = await service.prepare(chat, counter, timings)
+    prepared = await service.prepare(chat, counter, timings, counting=True)
     return json_response({"input_tokens": len(prepared.encoding.ids)}, headers=prepared.headers())

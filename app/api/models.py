@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.responses import json_response
-from app.errors import UpstreamError
+from app.errors import NotFoundError, UpstreamError
 from app.service.chat import ChatService
 
 router = APIRouter()
@@ -18,14 +18,31 @@ listing = APIRouter()
 
 @listing.get("/v1/models")
 async def models(request: Request) -> Response:
+    return json_response({"object": "list", "data": [_card(request.app.state.chat)]})
+
+
+@listing.get("/v1/models/{model:path}")
+async def model(request: Request, model: str) -> Response:
+    """One model, as both SDKs' ``models.retrieve`` ask for it; 404 for any other name."""
     service: ChatService = request.app.state.chat
-    card = {
+    if model not in (service.card.name, service.card.upstream_name):
+        raise NotFoundError(
+            f"model: {model} does not exist; this proxy serves {service.card.name!r}",
+            param="model",
+        )
+    return json_response(_card(service))
+
+
+def _card(service: ChatService) -> dict[str, object]:
+    card: dict[str, object] = {
         "id": service.card.name,
         "object": "model",
         "created": int(time.time()),
         "owned_by": "toksplice",
     }
-    return json_response({"object": "list", "data": [card]})
+    if service.card.context_tokens is not None:
+        card["context_window"] = service.card.context_tokens
+    return card
 
 
 @router.get("/health/live")

@@ -11,7 +11,6 @@ ends with ``response.failed``.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +19,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
-from app.api.errors import error_response
+from app.api.errors import error_response, stream_error
 from app.api.responses import json_response, sse_response
 from app.errors import TokspliceError
 from app.protocol.incremental_json import BodyParser
@@ -33,7 +32,6 @@ from app.service.chat import ChatService
 from app.service.timings import Timings
 
 router = APIRouter()
-log = logging.getLogger("toksplice")
 
 
 def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
@@ -66,13 +64,13 @@ async def create_response(request: Request) -> Response:
         await anext(chunks)  # the upstream accepted the request
     except TokspliceError as exc:
         await chunks.aclose()  # type: ignore[attr-defined]
-        return error_response(exc)
-    events = _events(chunks, ResponseStream(model=chat.model, echo=echo))
+        return error_response(request, exc, "responses")
+    events = _events(request, chunks, ResponseStream(model=chat.model, echo=echo))
     return sse_response(events, headers=prepared.headers())
 
 
 async def _events(
-    chunks: AsyncIterator[dict[str, Any] | None], stream: ResponseStream
+    request: Request, chunks: AsyncIterator[dict[str, Any] | None], stream: ResponseStream
 ) -> AsyncIterator[bytes]:
     """Responses SSE; owns ``chunks`` (closing it cancels the upstream request)."""
     try:
@@ -84,8 +82,8 @@ async def _events(
                     for name, payload in stream.feed(chunk):
                         yield sse_event(name, payload)
         except TokspliceError as exc:
-            log.warning("response failed mid-stream: %s", exc)
-            for name, payload in stream.fail(str(exc), exc.kind):
+            failed = stream_error(request, exc, "responses")
+            for name, payload in stream.fail(failed.message, failed.code or failed.kind):
                 yield sse_event(name, payload)
             return
         for name, payload in stream.finish():

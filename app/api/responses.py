@@ -17,21 +17,6 @@ def json_response(
     )
 
 
-async def primed(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Runs ``stream`` to its first (empty) yield, so that errors before the upstream accepted
-    the request raise here, while the status can still be chosen; returns the rest."""
-    await anext(stream)
-
-    async def rest() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-
-    return rest()
-
-
 def sse_response(
     body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None
 ) -> StreamingResponse:

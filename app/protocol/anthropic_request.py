@@ -5,6 +5,9 @@ The mapping, block by block:
 * ``system`` (a string or text blocks) -> one leading system message; with
   ``strip_billing_line`` a leading ``x-anthropic-billing-header: ...`` line of the first
   block (Claude Code's, different on every call) is dropped.
+* ``role: "system"`` messages inside ``messages`` (Claude Code's mid-conversation system
+  turns; a string or text blocks) -> system messages where they stand, rendered as the
+  template renders a system turn there (``SystemTurnError`` where it refuses one).
 * user text blocks -> OpenAI text parts (the renderer joins them with ``"\\n"``, as vLLM);
   ``tool_result`` blocks -> ``role: "tool"`` messages in place, ``tool_call_id`` =
   ``tool_use_id``, an error result prefixed ``"Error: "``.
@@ -122,10 +125,14 @@ def _translate(
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
-        raise BadRequestError("max_tokens: must be a positive integer", param="max_tokens")
+        raise BadRequestError(
+            "max_tokens: Input should be a positive integer", param="max_tokens"
+        )
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequestError("messages: must be a non-empty array", param="messages")
+    if not isinstance(messages, list):
+        raise BadRequestError("messages: Input should be a valid list", param="messages")
+    if not messages:
+        raise BadRequestError("messages: at least one message is required", param="messages")
     system = _system(body.get("system"), strip_billing_line)
     system_message: dict[str, Any] | None = None
     if system is not None:
@@ -201,7 +208,7 @@ def _system(system: Any, strip_billing_line: bool) -> str | list[dict[str, Any]]
         return _strip_billing(system) if strip_billing_line else system
     if not isinstance(system, list):
         raise BadRequestError("system: must be a string or an array of text blocks", param="system")
-    texts = [_text_of(block, f"system[{k}]") for k, block in enumerate(system)]
+    texts = [_text_of(block, f"system.{k}") for k, block in enumerate(system)]
     if strip_billing_line and texts:
         texts[0] = _strip_billing(texts[0])
         if not texts[0]:
@@ -236,21 +243,27 @@ def _media_error(where: str, kind: str) -> BadRequestError:
 
 
 def _message(index: int, message: Any) -> list[dict[str, Any]]:
-    where = f"messages[{index}]"
+    where = f"messages.{index}"
     if not isinstance(message, dict):
-        raise BadRequestError(f"{where}: must be an object", param=where)
+        raise BadRequestError(f"{where}: Input should be a valid dictionary", param=where)
     role = message.get("role")
-    if role not in ("user", "assistant"):
-        raise BadRequestError(f"{where}.role: must be 'user' or 'assistant'", param=where)
+    if role not in ("user", "assistant", "system"):
+        raise BadRequestError(
+            f"{where}.role: Input should be 'user', 'assistant' or 'system'", param=f"{where}.role"
+        )
     content = message.get("content")
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
         raise BadRequestError(
-            f"{where}.content: must be a string or an array of blocks", param=f"{where}.content"
+            f"{where}.content: Input should be a valid string or a list of content blocks",
+            param=f"{where}.content",
         )
     if role == "assistant":
         return [_assistant(where, content)]
+    if role == "system":
+        texts = [_text_of(block, f"{where}.content.{k}") for k, block in enumerate(content)]
+        return [{"role": "system", "content": [{"type": "text", "text": t} for t in texts]}]
     return _user(where, content)
 
 
@@ -259,7 +272,7 @@ def _user(where: str, blocks: list[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for k, block in enumerate(blocks):
-        at = f"{where}.content[{k}]"
+        at = f"{where}.content.{k}"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "tool_result":
             if parts:
@@ -293,8 +306,8 @@ def _tool_result(where: str, block: dict[str, Any]) -> dict[str, Any]:
         for k, part in enumerate(content):
             kind = part.get("type") if isinstance(part, dict) else None
             if kind in _MEDIA:
-                raise _media_error(f"{where}.content[{k}]", str(kind))
-            texts.append(_text_of(part, f"{where}.content[{k}]"))
+                raise _media_error(f"{where}.content.{k}", str(kind))
+            texts.append(_text_of(part, f"{where}.content.{k}"))
         text = "\n".join(texts)
     else:
         raise BadRequestError(f"{where}.content: must be a string or text blocks", param=where)
@@ -308,7 +321,7 @@ def _assistant(where: str, blocks: list[Any]) -> dict[str, Any]:
     thinking: list[str] = []
     calls: list[dict[str, Any]] = []
     for k, block in enumerate(blocks):
-        at = f"{where}.content[{k}]"
+        at = f"{where}.content.{k}"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
             texts.append(_text_of(block, at))
@@ -353,7 +366,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
         raise BadRequestError("tools: must be an array", param="tools")
     out = []
     for k, tool in enumerate(tools):
-        where = f"tools[{k}]"
+        where = f"tools.{k}"
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             raise BadRequestError(f"{where}.name: is required", param=where)
         schema = tool.get("input_schema")

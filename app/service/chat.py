@@ -19,12 +19,16 @@ import anyio.to_thread
 import httpx
 from tokenizers.decoders import DecodeStream
 
-from app.errors import NotFoundError, TokspliceError
+from app.errors import (
+    ContextOverflowError,
+    NotFoundError,
+    SystemTurnError,
+    TemplateError,
+)
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import ChatRequest
-from app.protocol.sse import DONE, sse_data
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.service.timings import Timings
@@ -76,6 +80,9 @@ class ModelCard:
     reasoning: bool
     send_text: bool = False
     """True when the startup alignment check failed: the rendered text goes upstream."""
+    context_tokens: int | None = None
+    """The model's context in tokens, as the upstream reports it; None while unknown (then
+    no request is refused for its length: the upstream decides)."""
 
 
 class ChatService:
@@ -105,20 +112,39 @@ class ChatService:
         self._warned: LruCache[str, bool] = LruCache(_WARNED_SESSIONS)
 
     async def prepare(
-        self, request: ChatRequest, caller: Caller, timings: Timings, *, continuation: bool = False
+        self,
+        request: ChatRequest,
+        caller: Caller,
+        timings: Timings,
+        *,
+        continuation: bool = False,
+        counting: bool = False,
     ) -> PreparedChat:
         """Render and tokenize.  A ``continuation`` (the body extended the session's previous
         one, so the work is a repair of a few KB) runs inline: a thread hop would cost more
         than it; everything else runs in a worker thread so a cold encode of a long transcript
-        never stalls the event loop."""
+        never stalls the event loop.  A prompt that does not fit the model's context is a
+        ``ContextOverflowError``, unless only ``counting`` (nothing goes upstream)."""
         if request.model not in (self.card.name, self.card.upstream_name):
             raise NotFoundError(
-                f"model {request.model!r} does not exist; this proxy serves {self.card.name!r}",
+                f"model: {request.model} does not exist; this proxy serves {self.card.name!r}",
                 param="model",
             )
         if continuation:
-            return self._prepare(request, caller, timings)
-        return await anyio.to_thread.run_sync(self._prepare, request, caller, timings)
+            prepared = self._prepare(request, caller, timings)
+        else:
+            prepared = await anyio.to_thread.run_sync(self._prepare, request, caller, timings)
+        if not counting:
+            self._check_fits(prepared)
+        return prepared
+
+    def _check_fits(self, prepared: PreparedChat) -> None:
+        context = self.card.context_tokens
+        if context is None:
+            return
+        n_ids, asked = prepared.call.prompt.n_ids, prepared.request.sampling.max_tokens
+        if n_ids >= context or (asked is not None and n_ids + asked > context):
+            raise ContextOverflowError(prompt_tokens=n_ids, max_tokens=asked, context=context)
 
     def _prepare(self, request: ChatRequest, caller: Caller, timings: Timings) -> PreparedChat:
         key = session_key(caller, request.messages)
@@ -126,15 +152,18 @@ class ChatService:
         timings.session, timings.prepare_started = key, started
         masked = self.typed_specials.mask(request.messages, request.tools, session=key)
         messages, tools = (request.messages, request.tools) if masked is None else masked.data
-        rendered = self.card.template.render_pieces(
-            messages,
-            tools=tools,
-            add_generation_prompt=request.add_generation_prompt,
-            chat_template_kwargs=request.template_kwargs,
-            cache=self.render_cache,
-            session=key,
-            frozen=True,  # request objects are parsed here and only ever read
-        )
+        try:
+            rendered = self.card.template.render_pieces(
+                messages,
+                tools=tools,
+                add_generation_prompt=request.add_generation_prompt,
+                chat_template_kwargs=request.template_kwargs,
+                cache=self.render_cache,
+                session=key,
+                frozen=True,  # request objects are parsed here and only ever read
+            )
+        except TemplateError as exc:
+            raise self._system_turn_refused(request, messages, tools, exc) or exc from exc
         render_done = time.perf_counter()
         text: str | PiecedText = rendered
         if masked is None:
@@ -209,22 +238,6 @@ class ChatService:
             generated.stop_sequence,
         )
 
-    async def stream(self, prepared: PreparedChat) -> AsyncIterator[bytes]:
-        """OpenAI chat SSE bytes of the answer; errors after the first byte become an error
-        event.  Its first item is ``b""``, once the upstream accepted (see ``chunks``)."""
-        chunks = self.chunks(prepared)
-        await anext(chunks)  # raises here while the caller can still choose the status
-        yield b""
-        try:
-            async for chunk in chunks:
-                if chunk is not None:
-                    yield sse_data(chunk)
-        except TokspliceError as exc:
-            yield sse_data({"error": {"message": str(exc), "type": exc.kind, "code": exc.status}})
-        finally:
-            await chunks.aclose()  # type: ignore[attr-defined]
-        yield DONE
-
     async def chunks(self, prepared: PreparedChat) -> AsyncIterator[dict[str, Any] | None]:
         """The answer as OpenAI ``chat.completion.chunk`` objects, for every client API to
         translate.  The first item is None, yielded once the upstream accepted the request:
@@ -294,6 +307,32 @@ class ChatService:
                 list(generated.token_ids), skip_special_tokens=True
             )
         )
+
+
+    def _system_turn_refused(
+        self,
+        request: ChatRequest,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        raised: TemplateError,
+    ) -> SystemTurnError | None:
+        """The template raised: was it for a system message after the first?  Proven by
+        rendering the same request without those messages (an error path: the cost does not
+        matter), never assumed, so a client's fallback is asked for only when it helps."""
+        later = [i for i, m in enumerate(messages) if i > 0 and m.get("role") == "system"]
+        if not later:
+            return None
+        kept = [m for i, m in enumerate(messages) if i not in later]
+        try:
+            self.card.template.render_pieces(
+                kept,
+                tools=tools,
+                add_generation_prompt=request.add_generation_prompt,
+                chat_template_kwargs=request.template_kwargs,
+            )
+        except TemplateError:
+            return None
+        return SystemTurnError(later[0], str(raised))
 
 
 def _opens_reasoning(text: PiecedText) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 
@@ -34,7 +35,9 @@ class Timings:
 
     @property
     def proxy_added(self) -> float:
-        return self.upstream_sent - self.received
+        """Until the upstream request went out; for a call that sends none (``count_tokens``),
+        until now: its whole answer is the proxy's."""
+        return (self.upstream_sent or time.perf_counter()) - self.received
 
     def server_timing(self) -> str:
         """The ``Server-Timing`` header: where the proxy's own milliseconds went."""

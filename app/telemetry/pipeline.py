@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.telemetry.metrics import Metrics
 from app.telemetry.observer import RequestObserver, RequestRecord
+from app.telemetry.refusals import Refusals
 from app.telemetry.ring import TraceRing
 from app.telemetry.shadow import ShadowVerifier
 from app.telemetry.spans import SpanExport
@@ -38,6 +39,7 @@ class Telemetry:
         self.ring = TraceRing(settings.trace_ring) if settings.tracing else None
         self.export = SpanExport.configured(settings, os.environ if environ is None else environ)
         self.shadow = ShadowVerifier(settings, self.metrics)
+        self.refusals = Refusals(self.metrics.registry, settings.trace_ring)
         self._records: queue.Queue[RequestRecord | None] = queue.Queue(_QUEUE)
         self._worker = threading.Thread(target=self._run, name="toksplice-telemetry", daemon=True)
         self._worker.start()

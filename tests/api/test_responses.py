@@ -387,7 +387,7 @@ def test_upstream_down_is_502(smollm2_dir: Path, stream: bool) -> None:
     with serving(create_app(settings)) as url, pytest.raises(openai.APIStatusError) as raised:
         client(url).responses.create(model=MODEL, input="Say hello.", stream=stream)
     assert raised.value.status_code == 502
-    assert isinstance(raised.value.body, dict) and raised.value.body["code"] == 502
+    assert isinstance(raised.value.body, dict) and raised.value.body["type"] == "upstream_error"
 
 
 def test_failure_mid_stream_is_response_failed(smollm2_dir: Path) -> None:

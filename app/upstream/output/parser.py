@@ -61,9 +61,11 @@ class OutputParser:
     text on a fresh parser. Every split of the same text yields the same fields.
 
     Whitespace-only text between markup blocks that touches a tool call (``</think>\\n\\n``
-    before one, the ``\\n`` between two, the tail after the last) is layout and dropped; all
-    other text outside tags is kept verbatim, and a block that is not a well-formed tool call
-    (bad JSON, unclosed at the end of output) becomes content, tags included.
+    before one, the ``\\n`` between two, the tail after the last) is layout and dropped, and
+    so are the newlines that open the answer after ``</think>`` (the chat templates drop them
+    too, ``.lstrip("\\n")``, when they render the turn back); all other text outside tags is
+    kept verbatim, and a block that is not a well-formed tool call (bad JSON, unclosed at the
+    end of output) becomes content, tags included.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class OutputParser:
         self._held_space = ""  # whitespace opening a content segment, dropped if layout
         self._segment_has_text = tool_format is None
         self._after_tool_call = False
+        self._after_think = False  # newlines opening the answer are still to be dropped
         self._tool_calls = 0
         self._finished = False
 
@@ -154,6 +157,7 @@ class OutputParser:
             self._emit(out, reasoning=self._buffer[:end])
             self._buffer = self._buffer[end + len(THINK_CLOSE) :]
             self._state = _State.CONTENT
+            self._after_think = True
             self._begin_segment(after_tool_call=False)
             return True
         cut = len(self._buffer) if final else partial_tag_start(self._buffer, (THINK_CLOSE,))
@@ -162,6 +166,11 @@ class OutputParser:
         return False
 
     def _content(self, out: list[ChatDelta], final: bool) -> bool:
+        if self._after_think:
+            self._buffer = self._buffer.lstrip("\n")
+            if not self._buffer and not final:
+                return False  # only newlines so far: the answer has not begun
+            self._after_think = False
         if self._tool_format is None:
             self._emit_content(out, self._buffer)
             self._buffer = ""

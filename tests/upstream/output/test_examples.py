@@ -30,7 +30,7 @@ def hermes(**options: Any) -> OutputParser:
 def test_qwen3_thinking_content_and_two_tool_calls() -> None:
     out = hermes().parse(QWEN3_TURN)
     assert out == ParsedOutput(
-        content="\n\nJe vérifie la météo 🌦️ pour vous.\n",
+        content="Je vérifie la météo 🌦️ pour vous.\n",
         reasoning_content=(
             "\nThe user wants the weather in two cities. I'll call the tool twice.\n"
         ),
@@ -135,7 +135,7 @@ def test_cut_inside_reasoning_is_reasoning() -> None:
 def test_r1_style_output_starts_inside_reasoning() -> None:
     parser = hermes(starts_in_reasoning=True)
     assert parser.parse("Let me see.\n</think>\n\n42") == ParsedOutput(
-        "\n\n42", "Let me see.\n", []
+        "42", "Let me see.\n", []
     )
 
 
@@ -154,12 +154,14 @@ def test_reasoning_off_keeps_think_tags_as_content() -> None:
 
 def test_whitespace_before_think_and_an_empty_think_block() -> None:
     assert hermes().parse("\n<think>\n\n</think>\n\nHello") == ParsedOutput(
-        "\n\nHello", "\n\n", []
+        "Hello", "\n\n", []
     )
 
 
-def test_only_whitespace_after_think_is_kept_when_no_tool_call_follows() -> None:
-    assert hermes().parse("<think>r</think>\n\n") == ParsedOutput("\n\n", "r", [])
+def test_newlines_opening_the_answer_are_dropped_spaces_kept() -> None:
+    assert hermes().parse("<think>r</think>\n\n") == ParsedOutput(None, "r", [])
+    assert hermes().parse("<think>r</think>\n \nHi") == ParsedOutput(" \nHi", "r", [])
+    assert hermes().parse("<think>r</think>\n\nA\n\nB") == ParsedOutput("A\n\nB", "r", [])
 
 
 # --- streaming: held back only while a tag may be forming ------------------------------
@@ -175,10 +177,11 @@ def test_partial_tags_are_held_until_resolved() -> None:
     assert parser.finish() == []
 
 
-def test_whitespace_after_think_waits_to_see_whether_a_tool_call_follows() -> None:
+def test_newlines_after_think_wait_for_the_answer_and_are_dropped() -> None:
     parser = hermes()
-    assert parser.feed("<think>r</think>\n\n") == [ChatDelta(reasoning_content="r")]
-    assert parser.feed("Hi") == [ChatDelta(content="\n\nHi")]
+    assert parser.feed("<think>r</think>\n") == [ChatDelta(reasoning_content="r")]
+    assert parser.feed("\n") == []
+    assert parser.feed("Hi") == [ChatDelta(content="Hi")]
     assert parser.feed("\n") == [ChatDelta(content="\n")]  # mid-segment: no wait
 
 

@@ -130,10 +130,12 @@ def test_qwen3_hermes_output_parses_to_its_parts(
     if tool_calls and epilogue:
         text += "\n" + epilogue
 
-    content = "\n\n" if thought is not None else ""
-    content += preamble or ""
+    lead = preamble or ""
+    if thought is not None:
+        lead = lead.lstrip("\n")  # the newlines that open the answer after </think>
+    content = lead
     if tool_calls:
-        content = content + "\n" if preamble else ""
+        content = lead + "\n" if lead and not lead.isspace() else ""
         content += "\n" + epilogue if epilogue else ""
 
     parser = make_parser(reasoning=True, tool_format="hermes")
