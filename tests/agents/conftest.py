@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.agents.harness import NpmMissing, install_clis
+from app import assets as app_assets
 
 
 @pytest.fixture(scope="session")
 def clis(assets_dir: Path) -> dict[str, Path]:
-    """``claude`` and ``codex`` executables; skips only when npm is not installed."""
-    try:
-        return install_clis(assets_dir)
-    except NpmMissing as exc:
-        pytest.skip(str(exc))
+    """``claude`` and ``codex`` executables (``app.assets.agents``, installed once); skips
+    only when npm is not installed."""
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed: no Claude Code or Codex CLI to run")
+    return app_assets.agents(assets_dir)
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -33,32 +31,9 @@ from loadtest.processes import free_port, process, serve_args
 from loadtest.standin_upstream import make_app
 from tests.api.servers import serving
 
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.328"
-CODEX = "@openai/codex@0.169.0"
 MODEL = "qwen3"
 _HOP = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding",
                   "host", "keep-alive"})
-
-
-class NpmMissing(RuntimeError):
-    """npm is not installed: the CLIs cannot be fetched."""
-
-
-def install_clis(assets: Path) -> dict[str, Path]:
-    """``{"claude": path, "codex": path}``: the pinned CLIs, installed once into
-    ``assets/agents`` with ``npm install --prefix`` (skipped when both are there)."""
-    prefix = assets / "agents"
-    bins = {"claude": prefix / "node_modules/.bin/claude",
-            "codex": prefix / "node_modules/.bin/codex"}
-    if all(path.exists() for path in bins.values()):
-        return bins
-    npm = shutil.which("npm")
-    if npm is None:
-        raise NpmMissing("npm is not installed: cannot fetch the Claude Code and Codex CLIs")
-    prefix.mkdir(parents=True, exist_ok=True)
-    subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                    "--loglevel=error", CLAUDE_CODE, CODEX], check=True)
-    return bins
 
 
 @dataclass

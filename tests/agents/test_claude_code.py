@@ -47,7 +47,6 @@ def environment(proxy: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
         "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(CONTEXT),
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(OUTPUT),
-        "CLAUDE_CODE_MODEL_CAPABILITIES": "-mid_conv_system",  # DEV ONLY: remove after merge
     })
 
 

@@ -59,7 +59,6 @@ def test_claude_code_first_call_through_the_demo(clis: dict[str, Path], tmp_path
                 "ANTHROPIC_DEFAULT_SONNET_MODEL": "smollm2",
                 "ANTHROPIC_DEFAULT_HAIKU_MODEL": "smollm2",
                 "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "8192", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "16",
-                "CLAUDE_CODE_MODEL_CAPABILITIES": "-mid_conv_system",  # DEV ONLY: remove after merge
             })
             done = subprocess.run([str(clis["claude"]), "-p", "Say hello"], env=env,
                                   cwd=tmp_path, capture_output=True, text=True, timeout=900,
