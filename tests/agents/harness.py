@@ -234,3 +234,29 @@ def check(
 def cli_env(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
     """A clean environment for a CLI run: PATH, a throwaway HOME, and ``extra``."""
     return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "TERM": "dumb", **extra}
+
+
+def claude_env(home: Path, url: str, *, model: str = MODEL, context: int = 32768,
+               output: int = 4096) -> dict[str, str]:
+    """The README's environment for Claude Code, exactly (and a throwaway HOME)."""
+    return cli_env(home, {
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_AUTH_TOKEN": "any-string",
+        "ANTHROPIC_MODEL": model,
+        "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+        "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(context),
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(output),
+    })
+
+
+def codex_env(home: Path, url: str, *, model: str = MODEL, context: int = 32768) -> dict[str, str]:
+    """A throwaway ``CODEX_HOME`` (under ``home``) holding the README's ``config.toml``."""
+    codex_home = home / "codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f'model = "{model}"\nmodel_provider = "toksplice"\nmodel_context_window = {context}\n\n'
+        f'[model_providers.toksplice]\nname = "toksplice"\nbase_url = "{url}/v1"\n'
+        'wire_api = "responses"\n')
+    return cli_env(home, {"CODEX_HOME": str(codex_home)})

@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 
 from app.protocol.anthropic_request import to_chat_body
-from tests.agents.harness import MODEL, Call, Stack, check, cli_env, scripted, stack, tool_call
+from tests.agents.harness import (
+    MODEL,
+    Call,
+    Stack,
+    check,
+    claude_env,
+    scripted,
+    stack,
+    tool_call,
+)
 
 # Claude Code's connectivity probe of its own API host (not an API call, answered 404 by a
 # server without that path; the CLI ignores the status).
@@ -37,17 +46,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def environment(proxy: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The README's environment, exactly (and a throwaway HOME)."""
-    return cli_env(tmp_path_factory.mktemp("claude-home"), {
-        "ANTHROPIC_BASE_URL": proxy.url,
-        "ANTHROPIC_AUTH_TOKEN": "any-string",
-        "ANTHROPIC_MODEL": MODEL,
-        "ANTHROPIC_DEFAULT_OPUS_MODEL": MODEL,
-        "ANTHROPIC_DEFAULT_SONNET_MODEL": MODEL,
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
-        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(CONTEXT),
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(OUTPUT),
-    })
+    return claude_env(tmp_path_factory.mktemp("claude-home"), proxy.url, context=CONTEXT,
+                      output=OUTPUT)
 
 
 def chat_of(call: Call) -> dict[str, Any]:

@@ -11,17 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.protocol.responses_request import chat_body
-from tests.agents.harness import MODEL, Call, Stack, check, cli_env, scripted, stack, tool_call
-
-CONTEXT = 32768
-
-
-def config_toml(url: str) -> str:
-    """The README's config.toml for a proxy at ``url``."""
-    return (f'model = "{MODEL}"\nmodel_provider = "toksplice"\n'
-            f"model_context_window = {CONTEXT}\n\n"
-            f'[model_providers.toksplice]\nname = "toksplice"\nbase_url = "{url}/v1"\n'
-            'wire_api = "responses"\n')
+from tests.agents.harness import Call, Stack, check, codex_env, scripted, stack, tool_call
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +27,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def environment(proxy: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    codex_home = tmp_path_factory.mktemp("codex-home")
-    (codex_home / "config.toml").write_text(config_toml(proxy.url))
-    return cli_env(tmp_path_factory.mktemp("home"), {"CODEX_HOME": str(codex_home)})
+    return codex_env(tmp_path_factory.mktemp("home"), proxy.url)
 
 
 def transcript(call: Call) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.main import create_app
 from app.rendering import ChatTemplate
 from loadtest.processes import free_port, process
-from tests.agents.harness import Front, cli_env
+from tests.agents.harness import Front, claude_env
 from tests.api.servers import StubUpstream, serving
 
 BASH = {"type": "function", "function": {"name": "Bash", "description": "Run a command.",
@@ -53,13 +53,7 @@ def test_claude_code_first_call_through_the_demo(clis: dict[str, Path], tmp_path
     with process(demo, f"http://127.0.0.1:{port}/health"):
         front = Front(f"http://127.0.0.1:{port}")
         with serving(front.app()) as url:
-            env = cli_env(tmp_path, {
-                "ANTHROPIC_BASE_URL": url, "ANTHROPIC_AUTH_TOKEN": "any-string",
-                "ANTHROPIC_MODEL": "smollm2", "ANTHROPIC_DEFAULT_OPUS_MODEL": "smollm2",
-                "ANTHROPIC_DEFAULT_SONNET_MODEL": "smollm2",
-                "ANTHROPIC_DEFAULT_HAIKU_MODEL": "smollm2",
-                "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "8192", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "16",
-            })
+            env = claude_env(tmp_path, url, model="smollm2", context=8192, output=16)
             done = subprocess.run([str(clis["claude"]), "-p", "Say hello"], env=env,
                                   cwd=tmp_path, capture_output=True, text=True, timeout=900,
                                   check=False)
