@@ -31,6 +31,13 @@ from tests.agents.harness import (
 PROBES = frozenset({("HEAD", "/api/hello")})
 CONTEXT = 32768
 OUTPUT = 4096
+# What 2.1.328 sends, recorded: a change means the client changed under the tests.
+MODEL_BETAS = ["claude-code-20250219", "interleaved-thinking-2025-05-14",
+               "context-management-2025-06-27", "mid-conversation-tool-changes-2026-07-01",
+               "thinking-token-count-2026-05-13", "advanced-tool-use-2025-11-20",
+               "effort-2025-11-24"]
+COUNT_BETAS = ["claude-code-20250219", "interleaved-thinking-2025-05-14",
+               "context-management-2025-06-27", "token-counting-2024-11-01"]
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +91,9 @@ def test_first_call(clis: dict[str, Path], proxy: Stack, environment: dict[str, 
     assert call.path == "/v1/messages?beta=true" and call.route == "full"
     assert call.body["model"] == MODEL and call.body["max_tokens"] == OUTPUT
     assert call.body["stream"] is True and len(call.body["tools"]) > 5
-    assert "claude-code-20250219" in call.betas
+    assert call.betas == MODEL_BETAS
     assert call.headers["anthropic-version"] == "2023-06-01"
-    assert any(m["role"] == "system" for m in call.body["messages"]) or call.body["system"]
+    assert [m["role"] for m in call.body["messages"]] == ["user", "system"]  # its env block
     assert {(c.method, c.path) for c in calls} <= {("HEAD", "/api/hello"),
                                                   ("POST", "/v1/messages?beta=true")}
 
@@ -144,4 +151,4 @@ def test_context_counts_tokens(clis: dict[str, Path], proxy: Stack,
     out, calls = claude(clis, proxy, environment, workdir, [], "/context")
     counts = [c for c in calls if c.path == "/v1/messages/count_tokens?beta=true"]
     assert len(counts) > 5 and f"/ {CONTEXT / 1000:.1f}k" in out
-    assert all("token-counting-2024-11-01" in c.betas or c.betas for c in counts)
+    assert all(c.betas == COUNT_BETAS for c in counts)
