@@ -9,8 +9,10 @@ stand-in of the agent tests, configured as the README says; every third turn ask
 command, which the stand-in answers with a tool call (so that turn makes two model calls).  It
 prints, per client, the HTTP calls by method and path, the routes of the model calls, and the
 p50 / max of the ``proxy`` part of ``Server-Timing`` (request in -> upstream request out) over
-the continuation calls (every model call but the first), and the p50 of each part.  The CLIs
-come from the asset cache (``toksplice assets``).
+the continuation calls (every model call but the first), and the p50 of each part; then the
+same figures for the session's model calls sent again byte for byte, one after another, with
+no CLI running beside the proxy (the first of them rewinds the session, the rest append).  The
+CLIs come from the asset cache (``toksplice assets``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.agents.harness import (
     Stack,
     claude_env,
     codex_env,
+    replay,
     scripted,
     stack,
     tool_call,
@@ -101,8 +104,10 @@ def main() -> int:
     clis = assets.agents(args.assets)
     for client in args.clients.split(","):
         with stack(folder) as served, tempfile.TemporaryDirectory() as home:
-            print(report(client, session(client, clis[client], served, args.turns, Path(home))),
-                  flush=True)  # fmt: skip
+            calls = session(client, clis[client], served, args.turns, Path(home))
+            print(report(client, calls), flush=True)
+            model = [c for c in calls if c.path.split("?")[0] in _MODEL_PATHS]
+            print(report(f"{client}, replayed", replay(served.front.target, model)), flush=True)
     return 0
 
 

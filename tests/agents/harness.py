@@ -44,6 +44,8 @@ class Call:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes
+    """The request body as sent."""
     status: int = 0
     reply_headers: dict[str, str] = field(default_factory=dict)
     reply: bytes = b""
@@ -55,6 +57,19 @@ class Call:
     @property
     def betas(self) -> list[str]:
         return [b.strip() for b in self.headers.get("anthropic-beta", "").split(",") if b.strip()]
+
+
+def replay(target: str, calls: list[Call]) -> list[Call]:
+    """Send ``calls`` again, in order, byte for byte, straight to ``target``; their answers."""
+    again = []
+    with httpx.Client(base_url=target, timeout=300) as client:
+        for call in calls:
+            headers = {k: v for k, v in call.headers.items() if k not in _HOP}
+            with client.stream(call.method, call.path, content=call.raw, headers=headers) as r:
+                reply = r.read()
+            again.append(Call(call.method, call.path, call.headers, call.body, call.raw,
+                              r.status_code, dict(r.headers), reply))
+    return again
 
 
 class Front:
@@ -72,7 +87,7 @@ class Front:
             raw = await request.body()
             path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             call = Call(request.method, path, dict(request.headers),
-                        orjson.loads(raw) if raw else None)
+                        orjson.loads(raw) if raw else None, raw)
             with self._lock:
                 self.calls.append(call)
             headers = [(k, v) for k, v in request.headers.items() if k not in _HOP]

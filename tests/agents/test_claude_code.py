@@ -8,7 +8,6 @@ proxy and one working directory, so ``--continue`` continues the previous test's
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from tests.agents.harness import (
     check,
     claude_env,
     scripted,
-    stack,
     tool_call,
 )
 
@@ -38,17 +36,6 @@ MODEL_BETAS = ["claude-code-20250219", "interleaved-thinking-2025-05-14",
                "effort-2025-11-24"]
 COUNT_BETAS = ["claude-code-20250219", "interleaved-thinking-2025-05-14",
                "context-management-2025-06-27", "token-counting-2024-11-01"]
-
-
-@pytest.fixture(scope="module")
-def proxy(qwen3_dir: Path) -> Iterator[Stack]:
-    with stack(qwen3_dir) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("claude-work")
 
 
 @pytest.fixture(scope="module")

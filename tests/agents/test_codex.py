@@ -5,24 +5,12 @@ says (a throwaway ``CODEX_HOME`` with its ``config.toml``): ``codex exec``, ``ex
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.protocol.responses_request import chat_body
-from tests.agents.harness import Call, Stack, check, codex_env, scripted, stack, tool_call
-
-
-@pytest.fixture(scope="module")
-def proxy(qwen3_dir: Path) -> Iterator[Stack]:
-    with stack(qwen3_dir) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("codex-work")
+from tests.agents.harness import Call, Stack, check, codex_env, scripted, tool_call
 
 
 @pytest.fixture(scope="module")

@@ -49,11 +49,11 @@ def test_claude_code_first_call_through_the_demo(clis: dict[str, Path], tmp_path
     for it: the first call (~4.2K tokens with SmolLM2's template) gets an answer."""
     pytest.importorskip("xllamacpp")
     port = free_port()
-    demo = [sys.executable, "-m", "app", "demo", "--port", str(port), "--threads", "2"]
+    demo = [sys.executable, "-m", "app", "demo", "--port", str(port), "--threads", "1"]
     with process(demo, f"http://127.0.0.1:{port}/health"):
         front = Front(f"http://127.0.0.1:{port}")
         with serving(front.app()) as url:
-            env = claude_env(tmp_path, url, model="smollm2", context=8192, output=16)
+            env = claude_env(tmp_path, url, model="smollm2", context=8192, output=32)
             done = subprocess.run([str(clis["claude"]), "-p", "Say hello"], env=env,
                                   cwd=tmp_path, capture_output=True, text=True, timeout=900,
                                   check=False)
