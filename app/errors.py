@@ -15,8 +15,10 @@
     │   └── PayloadTooLargeError    413: body over the configured limit
     └── UpstreamError           the upstream server failed us (HTTP 5xx)
         ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
+        │   └── UpstreamUnreachableError  502: no connection (refused, reset, DNS)
         ├── UpstreamTimeoutError      504: no answer in time
-        └── UpstreamStatusError       the upstream answered with an error status (kept as is)
+        ├── UpstreamStatusError       the upstream answered with an error status (kept as is)
+        └── UpstreamNotReadyError     503: the startup checks have not passed yet
 
 Services raise these; each client API maps them to its own error JSON at one boundary
 (``app.api.errors``).  ``reason`` is the short machine name that logs and metrics count
@@ -139,6 +141,18 @@ class UpstreamError(TokspliceError):
 
 class UpstreamUnavailableError(UpstreamError):
     status = 502
+
+
+class UpstreamUnreachableError(UpstreamUnavailableError):
+    """No connection to the upstream at all (as opposed to a reply we cannot use)."""
+
+
+class UpstreamNotReadyError(UpstreamError):
+    """The upstream has not yet answered the startup checks (alignment, context), so no ids
+    are sent; they run again until it does."""
+
+    status = 503
+    kind = "upstream_not_ready"
 
 
 class UpstreamTimeoutError(UpstreamError):

@@ -1,5 +1,5 @@
 """``create_app(settings)``: the FastAPI app; its lifespan owns the tokenizer, the session
-store, the upstream client and the startup alignment check."""
+store, the upstream client and the alignment check (retried until the upstream answers)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ from app.tokenization.store import MemoryStore, SessionStore
 from app.tokenization.store_entry import fingerprint
 from app.tokenization.typed_specials import TypedSpecials
 from app.upstream import dialect_named
-from app.upstream.alignment import PROBES, check_alignment
+from app.upstream.alignment import PROBES, Learned, learn
 from app.upstream.client import UpstreamClient
+from app.upstream.readiness import Readiness
 
 log = logging.getLogger("toksplice")
 
@@ -43,8 +44,9 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         client = UpstreamClient(settings, transport)
         store = session_store(settings)
         app.state.telemetry = telemetry = Telemetry(settings)
+        service: ChatService | None = None
         try:
-            app.state.chat = await _build_service(settings, client, store, telemetry)
+            app.state.chat = service = await _build_service(settings, client, store, telemetry)
             # The client APIs' own per-session memos, inside the same budget (see below).
             share = settings.store_bytes // 32
             app.state.anthropic_translator = AnthropicTranslator(share)
@@ -54,6 +56,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             )
             yield
         finally:
+            if service is not None:
+                await service.readiness.aclose()
             await client.aclose()
             telemetry.close()
             if isinstance(store, RedisStore):
@@ -107,39 +111,28 @@ async def _build_service(
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model
-    send_text = False
-    if settings.alignment_check:
-        alignment = await check_alignment(client, dialect, tokenizer, template, upstream_name)
-        if not alignment.ok:
-            send_text = True
-            log.error(
-                "TOKENIZER MISMATCH: the upstream tokenizes %d probe(s) differently (%s); "
-                "forwarding rendered TEXT instead of token ids for model %r",
-                len(alignment.mismatches),
-                "; ".join(map(repr, alignment.mismatches)),
-                settings.served_model,
-            )
-        elif alignment.verified:
-            log.info(
-                "alignment check: the upstream's /tokenize gives our ids on all %d probes",
-                len(PROBES) + 1,
-            )
+    readiness = Readiness(
+        lambda: learn(
+            client, dialect, tokenizer, template, upstream_name, check=settings.alignment_check
+        ),
+        gated=settings.alignment_check,
+    )
+    readiness.subscribe(_log_learned)
     card = ModelCard(
         name=settings.served_model,
         upstream_name=upstream_name,
         template=template,
         tool_format=settings.tool_format,
         reasoning=settings.reasoning,
-        send_text=send_text,
     )
     log.info(
-        "serving %r via %s at %s (tokenizer family %s, sending %s)",
+        "serving %r via %s at %s (tokenizer family %s)",
         card.name,
         dialect.name,
         settings.upstream,
         tokenizer.spec.family,
-        "text" if send_text else "token ids",
     )
+    await readiness.start()
     return ChatService(
         card=card,
         tokenizer=tokenizer,
@@ -154,6 +147,28 @@ async def _build_service(
         ),
         bodies=BodyParser(budget // 8),
         telemetry=telemetry,
+        readiness=readiness,
+    )
+
+
+def _log_learned(learned: Learned) -> None:
+    alignment = learned.alignment
+    if alignment is not None and not alignment.ok:
+        log.error(
+            "TOKENIZER MISMATCH: the upstream tokenizes %d probe(s) differently (%s); "
+            "forwarding rendered TEXT instead of token ids",
+            len(alignment.mismatches),
+            "; ".join(map(repr, alignment.mismatches)),
+        )
+    elif alignment is not None and alignment.verified:
+        log.info(
+            "alignment check: the upstream's /tokenize gives our ids on all %d probes",
+            len(PROBES) + 1,
+        )
+    log.info(
+        "upstream context: %s tokens; sending %s",
+        learned.context_tokens or "unknown",
+        "text" if learned.send_text else "token ids",
     )
 
 

@@ -5,8 +5,9 @@ plus, for contractions, which of ``s t r e v m l d`` it equals case-insensitivel
 DeepSeek-V3) which group of general categories it is in: ``\\p{Lu}\\p{Lt}``, ``\\p{Ll}``,
 ``\\p{Lm}\\p{Lo}``, ``\\p{M}``, ``\\p{P}\\p{S}``.
 Python's ``unicodedata`` and ``regex`` disagree with the engine on thousands of code points
-(PRETOKENIZER-RULES.md), so the answers come from the engine itself: the ``tokenizers``
-version pinned in pyproject.toml, whose ``Split`` runs the same Oniguruma build that encodes.
+(docs/design.md#character-classes-come-from-the-engine), so the answers come from the engine
+itself: the ``tokenizers`` version pinned in pyproject.toml, whose ``Split`` runs the same
+Oniguruma build that encodes.
 
 Probing all 1.1M code points costs seconds, so the table is filled lazily one 4,096-code-point
 block at a time, the first time a text touches the block (ASCII text probes one block).

@@ -4,7 +4,7 @@ o200k).
 The cl100k pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
 ``\\p{N}{1,3}``) never needs backtracking beyond a run, so whether character i starts a piece
 depends only on its class, its offset in its run of equal classes, a bounded look-back and a
-few facts of the runs around it (PRETOKENIZER-RULES.md):
+few facts of the runs around it (docs/design.md#llama-3-and-cl100k_base-cl100k):
 
 * digits start at offsets 0, 3, 6, ... of their run (Qwen2: every digit);
 * punctuation (``'`` or other) starts unless it follows punctuation or U+0020;
@@ -184,7 +184,7 @@ def o200k_transfers(codes: CharCodes, points: CodePoints) -> npt.NDArray[np.uint
     """Each character's transfer function over the states: ``[p, s]`` is the state at p + 1
     when the piece holding p is in state s there (NEW: it starts at p).
 
-    o200k's piece ends are not local (PRETOKENIZER-RULES.md): a mark is a letter or
+    o200k's piece ends are not local (docs/design.md#o200k_base-o200k): a mark is a letter or
     punctuation, a `'` a contraction or a prefix, a `/` absorbed or not, depending on where the
     piece holding it started.  But given what that piece is doing at p, where it goes on is
     local plus ``case_run_facts``.  The pattern's alternatives, in order, from a start at p:

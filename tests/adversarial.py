@@ -1,10 +1,11 @@
 """Hypothesis strategies for text where token boundaries move.
 
 Texts are built from fragments that sit on the known traps of each pre-tokenizer family
-(PRETOKENIZER-RULES.md): words that merge across a cut ("pipe"+"line"), digit runs split
-between calls, whitespace runs before words, CRLF and newline absorption, contractions in both
-cases, o200k case splits and "[\\r\\n/]*", CJK, combining marks, emoji ZWJ sequences and the
-text of special tokens, mixed with arbitrary characters so nothing is only hand-picked.
+(docs/design.md#pre-tokenizer-rules-per-family): words that merge across a cut ("pipe"+"line"),
+digit runs split between calls, whitespace runs before words, CRLF and newline absorption,
+contractions in both cases, o200k case splits and "[\\r\\n/]*", CJK, combining marks, emoji ZWJ
+sequences and the text of special tokens, mixed with arbitrary characters so nothing is only
+hand-picked.
 """
 
 from __future__ import annotations

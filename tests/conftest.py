@@ -1,4 +1,4 @@
-"""Shared fixtures: the real tokenizers of ASSETS.md, fetched once per session, and a real
+"""Shared fixtures: the real tokenizers of docs/assets.md, fetched once per session, and a real
 llama.cpp upstream serving SmolLM2 from its GGUF."""
 
 from __future__ import annotations

@@ -52,11 +52,14 @@ async def live() -> Response:
 
 
 @router.get("/health")
+@router.get("/health/ready")
 async def health(request: Request) -> Response:
-    """Readiness: tokenizer loaded and the upstream answering its own health check."""
+    """Readiness: tokenizer loaded, the upstream answering its own health check, and (with
+    the alignment check on) that check answered; asking runs it again if it has not."""
     service: ChatService = request.app.state.chat
     upstream = "ok"
     try:
+        await service.readiness.ensure()
         reply = await service.client.get("/health")
         if reply.status_code != 200:
             upstream = f"status {reply.status_code}"
@@ -69,6 +72,7 @@ async def health(request: Request) -> Response:
         "model": service.card.name,
         "dialect": service.dialect.name,
         "sending": "text" if service.card.send_text else "token ids",
+        "context_tokens": service.card.context_tokens,
         "tokenizer": service.tokenizer.spec.family,
     }
     return json_response(body, 200 if ready else 503)

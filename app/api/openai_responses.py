@@ -21,7 +21,7 @@ from starlette.responses import Response
 from app.api.body import json_body
 from app.api.errors import error_response, stream_error
 from app.api.responses import json_response, sse_response
-from app.errors import TokspliceError
+from app.errors import ContextOverflowError, TokspliceError
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import parse_chat_request
 from app.protocol.responses_request import ChatTranslator
@@ -53,8 +53,16 @@ async def create_response(request: Request) -> Response:
     chat = parse_chat_request(canonical, validated=validated)
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = caller_of(request.headers, original)  # reads prompt_cache_key
-    prepared = await service.prepare(chat, caller, timings, continuation=parsed.reused_messages > 0)
     echo = response_echo(original)
+    try:
+        prepared = await service.prepare(
+            chat, caller, timings, continuation=parsed.reused_messages > 0
+        )
+    except ContextOverflowError as exc:
+        if not chat.stream:
+            raise
+        # OpenAI streams this one as response.failed (Codex reads its code there)
+        return sse_response(_overflowed(request, exc, ResponseStream(model=chat.model, echo=echo)))
     if not chat.stream:
         completion = await service.complete(prepared)
         reply = response_from_completion(completion, model=chat.model, echo=echo)
@@ -67,6 +75,14 @@ async def create_response(request: Request) -> Response:
         return error_response(request, exc, "responses")
     events = _events(request, chunks, ResponseStream(model=chat.model, echo=echo))
     return sse_response(events, headers=prepared.headers())
+
+
+async def _overflowed(
+    request: Request, exc: ContextOverflowError, stream: ResponseStream
+) -> AsyncIterator[bytes]:
+    failed = stream_error(request, exc, "responses")
+    for name, payload in [*stream.start(), *stream.fail(failed.message, failed.code or "")]:
+        yield sse_event(name, payload)
 
 
 async def _events(

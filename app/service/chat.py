@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio.to_thread
@@ -37,9 +37,12 @@ from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.lru import LruCache
 from app.tokenization.typed_specials import TypedSpecials
+from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
 from app.upstream.output import ToolFormat
+from app.upstream.readiness import Readiness
+from app.upstream.stops import StopTrim, trimmed
 
 log = logging.getLogger(__name__)
 _WARNED_SESSIONS = 4096
@@ -81,8 +84,9 @@ class ModelCard:
     send_text: bool = False
     """True when the startup alignment check failed: the rendered text goes upstream."""
     context_tokens: int | None = None
-    """The model's context in tokens, as the upstream reports it; None while unknown (then
-    no request is refused for its length: the upstream decides)."""
+    """The model's context as the upstream reports it (prompt and answer of one request);
+    None until learned, or when the upstream does not say (then no request is refused for
+    its length: the upstream decides)."""
 
 
 class ChatService:
@@ -98,8 +102,11 @@ class ChatService:
         typed_specials: TypedSpecials,
         bodies: BodyParser,
         telemetry: Telemetry,
+        readiness: Readiness,
     ) -> None:
         self.card = card
+        self.readiness = readiness
+        readiness.subscribe(self._learned)
         self.tokenizer = tokenizer
         self.dialect = dialect
         self.client = client
@@ -110,6 +117,11 @@ class ChatService:
         self.telemetry = telemetry
         self.drops_tools = card.template.drops_tools()  # once, at startup
         self._warned: LruCache[str, bool] = LruCache(_WARNED_SESSIONS)
+
+    def _learned(self, learned: Learned) -> None:
+        self.card = replace(
+            self.card, send_text=learned.send_text, context_tokens=learned.context_tokens
+        )
 
     async def prepare(
         self,
@@ -130,6 +142,8 @@ class ChatService:
                 f"model: {request.model} does not exist; this proxy serves {self.card.name!r}",
                 param="model",
             )
+        if not counting:  # no ids upstream before the alignment check answered
+            await self.readiness.ensure()
         if continuation:
             prepared = self._prepare(request, caller, timings)
         else:
@@ -188,18 +202,20 @@ class ChatService:
             )
         timings.render_s = render_done - started
         timings.tokenize_s = time.perf_counter() - render_done
+        card = self.card
         prompt = Prompt(
             ids_json=ids_json.text,
             n_ids=len(encoding.ids),
-            text=joined(text) if self.card.send_text else "",
-            as_text=self.card.send_text,
+            text=joined(text) if card.send_text else "",
+            as_text=card.send_text,
         )
         call = UpstreamCall(
-            model=self.card.upstream_name,
+            model=card.upstream_name,
             prompt=prompt,
             sampling=request.sampling,
             stream=request.stream,
             chat_body=request.body,
+            room=None if card.context_tokens is None else card.context_tokens - len(encoding.ids),
         )
         dropped = self._tools_dropped(request, key)
         return PreparedChat(request, call, encoding, _opens_reasoning(rendered), timings, dropped)
@@ -229,7 +245,7 @@ class ChatService:
         if self.dialect.chat_native:
             return dict(payload, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
-        text = self._decode_all(generated)
+        text = self._decode_all(generated, prepared.call.sampling.stop)
         assembler = self._assembler(prepared)
         return assembler.completion(
             text,
@@ -265,6 +281,7 @@ class ChatService:
         assembler = self._assembler(prepared)
         yield assembler.first_chunk()
         decoder = DecodeStream(skip_special_tokens=True) if self.dialect.tokens_out else None
+        stops = StopTrim(prepared.call.sampling.stop if decoder is not None else [])
         seen = 0
         finish_reason: str | None = None
         stop_sequence: str | None = None
@@ -272,13 +289,17 @@ class ChatService:
         async for payload in sse_events(response):
             piece = self.dialect.event(payload, n_ids)
             text = self._decode(piece, decoder)
-            if self.dialect.cumulative_text:
+            if piece.cumulative:
                 text, seen = text[seen:], len(text)
-            for chunk in assembler.chunks(text):
+            else:
+                seen += len(text)
+            for chunk in assembler.chunks(stops.feed(text)):
                 yield chunk
             finish_reason = piece.finish_reason or finish_reason
             stop_sequence = piece.stop_sequence or stop_sequence
             usage = piece.usage or usage
+        for chunk in assembler.chunks(stops.end()):
+            yield chunk
         for chunk in assembler.last_chunks(
             finish_reason or "stop", usage, prepared.request.include_usage, stop_sequence
         ):
@@ -299,14 +320,13 @@ class ChatService:
         pieces = (decoder.step(self.tokenizer.reference.tokenizer, t) for t in generated.token_ids)
         return "".join(p for p in pieces if p)
 
-    def _decode_all(self, generated: Generated) -> str:
+    def _decode_all(self, generated: Generated, stops: list[str]) -> str:
+        """The output's text; ids we detokenize are cut at the stop string (see ``stops``)."""
         if not self.dialect.tokens_out:
             return generated.text
-        return str(
-            self.tokenizer.reference.tokenizer.decode(
-                list(generated.token_ids), skip_special_tokens=True
-            )
-        )
+        ids = list(generated.token_ids)
+        text = self.tokenizer.reference.tokenizer.decode(ids, skip_special_tokens=True)
+        return trimmed(str(text), stops)
 
 
     def _system_turn_refused(

@@ -5,7 +5,7 @@ encoded as a whole text of its own, the right side likewise.  Every rule here de
 from the two or three bytes around ``c`` plus the added tokens within reach, so it gives the same
 answer for any two texts that agree on that neighbourhood (the stored and the new transcript).
 
-Why each rule holds (PRETOKENIZER-RULES.md has the regexes):
+Why each rule holds (docs/design.md#pre-tokenizer-rules-per-family has the regexes):
 
 ``alnum|space`` (T[c-1] an ASCII letter or digit, T[c] a space), every GPT-style family.  The
 piece holding T[c-1] is a letter, digit or contraction piece; none of those alternatives can

@@ -1,9 +1,15 @@
-"""Startup check that the upstream tokenizes exactly as we do.
+"""What the proxy learns from the upstream before sending ids: that it tokenizes exactly as
+we do, and the model's context.
 
 Sending ids is only safe if the upstream's model uses the same tokenizer; a mismatch (a wrong
 tokenizer.json, a different revision) would silently degrade every answer.  The probes are a
 rendered sample conversation (the template's own special tokens) and texts that stress
 pre-tokenizers; each is tokenized by the upstream's ``/tokenize`` and compared with ours.
+
+An upstream that does not answer at all (no connection, a timeout, a 5xx such as llama.cpp's
+503 while it loads the model) has told us nothing: ``learn`` raises ``UpstreamNotReadyError``
+and the caller tries again (``app.upstream.readiness``).  One that answers without a usable
+``/tokenize`` gets ids unverified, as before.
 """
 
 from __future__ import annotations
@@ -11,7 +17,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from app.errors import UpstreamError
+from app.errors import (
+    UpstreamError,
+    UpstreamNotReadyError,
+    UpstreamStatusError,
+    UpstreamTimeoutError,
+    UpstreamUnreachableError,
+)
 from app.rendering import ChatTemplate
 from app.tokenization import SessionTokenizer
 from app.upstream.client import UpstreamClient
@@ -45,6 +57,59 @@ class Alignment:
         return not self.mismatches
 
 
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """The upstream facts the proxy serves by."""
+
+    alignment: Alignment | None
+    """None when the check is switched off."""
+    context_tokens: int | None
+    """What one request may fill (prompt and answer), None when the upstream does not say."""
+
+    @property
+    def send_text(self) -> bool:
+        return self.alignment is not None and not self.alignment.ok
+
+
+async def learn(
+    client: UpstreamClient,
+    dialect: Dialect,
+    tokenizer: SessionTokenizer,
+    template: ChatTemplate,
+    model: str,
+    *,
+    check: bool,
+) -> Learned:
+    """The model's context, and the alignment check when ``check``; raises
+    ``UpstreamNotReadyError`` while the upstream does not answer."""
+    path, body = dialect.context_request(model)
+    try:
+        payload = await (client.post_json(path, body) if body else client.get_json(path))
+        context = dialect.context_response(payload, model) if isinstance(payload, dict) else None
+    except UpstreamError as exc:
+        _raise_if_silent(exc)
+        context = None
+    if context is None:
+        log.warning(
+            "the upstream's %s does not say the model's context: calls without a limit get "
+            "the server's default",
+            path,
+        )
+    alignment = None
+    if check:
+        alignment = await check_alignment(client, dialect, tokenizer, template, model)
+    return Learned(alignment, context)
+
+
+def _raise_if_silent(exc: UpstreamError) -> None:
+    """Re-raise as ``UpstreamNotReadyError`` when ``exc`` means the upstream did not answer."""
+    silent = isinstance(exc, UpstreamUnreachableError | UpstreamTimeoutError) or (
+        isinstance(exc, UpstreamStatusError) and exc.status >= 500
+    )
+    if silent:
+        raise UpstreamNotReadyError(f"the upstream has not answered yet: {exc}") from exc
+
+
 async def check_alignment(
     client: UpstreamClient,
     dialect: Dialect,
@@ -59,6 +124,8 @@ async def check_alignment(
         try:
             theirs = dialect.tokenize_response(await client.post_json(path, body))
         except (UpstreamError, KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, UpstreamError):
+                _raise_if_silent(exc)
             log.warning(
                 "alignment check skipped: the upstream's %s failed (%s); sending "
                 "token ids unverified",

@@ -16,6 +16,7 @@ from app.errors import (
     UpstreamStatusError,
     UpstreamTimeoutError,
     UpstreamUnavailableError,
+    UpstreamUnreachableError,
 )
 
 TraceHook = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -75,7 +76,7 @@ class UpstreamClient:
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
-            raise UpstreamUnavailableError(
+            raise UpstreamUnreachableError(
                 f"upstream {self.base_url} unreachable: {exc or type(exc).__name__}"
             ) from exc
 
@@ -84,12 +85,21 @@ class UpstreamClient:
             return _json(await response.aread())
 
     async def get(self, path: str) -> httpx.Response:
+        """A probe (health, context): its connection is closed after the answer rather than
+        pooled, where it would only go stale before the next generation request."""
         try:
-            return await self._http.get(path)
+            return await self._http.get(path, headers={"connection": "close"})
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("upstream timed out") from exc
         except httpx.TransportError as exc:
-            raise UpstreamUnavailableError(f"upstream {self.base_url} unreachable") from exc
+            raise UpstreamUnreachableError(f"upstream {self.base_url} unreachable") from exc
+
+    async def get_json(self, path: str) -> Any:
+        """GET ``path``'s JSON; an error status raises as for a POST."""
+        response = await self.get(path)
+        if response.status_code >= 400:
+            raise _status_error(response.status_code, response.content)
+        return _json(response.content)
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:

@@ -10,7 +10,7 @@ passed through.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -92,6 +92,9 @@ class Generated:
     """Output ids for tokens-out upstreams; the caller detokenizes them."""
     stop_sequence: str | None = None
     """The stop string that ended the output, on the last piece, where the upstream says."""
+    cumulative: bool = False
+    """``text`` repeats all output so far (SGLang's default stream) instead of only the new
+    part."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,17 @@ class UpstreamCall:
     stream: bool
     chat_body: dict[str, Any] | None = None
     """The client's chat request, for dialects that forward it (vLLM chat)."""
+    room: int | None = None
+    """Tokens the model's context has left after the prompt (None: unknown); asked for when
+    the client set no limit, since every server's own default is far smaller."""
+
+    def sampling_fields(self, **names: str) -> dict[str, Any]:
+        """The sampling fields under an upstream's names (``max_tokens="n_predict"``), the
+        limit defaulted to ``room``."""
+        sampling = self.sampling
+        if sampling.max_tokens is None and self.room is not None and self.room > 0:
+            sampling = replace(sampling, max_tokens=self.room)
+        return sampling.named(**names)
 
 
 class Dialect(ABC):
@@ -110,8 +124,6 @@ class Dialect(ABC):
     name: str
     chat_native = False
     tokens_out = False
-    cumulative_text = False
-    """Each streamed event repeats all text so far (SGLang) instead of only the new part."""
 
     @abstractmethod
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
@@ -132,11 +144,24 @@ class Dialect(ABC):
     def tokenize_response(self, payload: dict[str, Any]) -> list[int]:
         return [int(t) for t in payload["tokens"]]
 
+    @abstractmethod
+    def context_request(self, model: str) -> tuple[str, bytes | None]:
+        """(path, body) of the call that reports the model's context; no body: a GET."""
+
+    @abstractmethod
+    def context_response(self, payload: Any, model: str) -> int | None:
+        """The context in tokens that one request may fill, from that call's answer."""
+
 
 def stop_string(value: Any) -> str | None:
     """An upstream's report of the stop sequence that ended the output: a non-empty string,
     or None (vLLM reports a stop token id there, llama.cpp an empty string)."""
     return value if isinstance(value, str) and value else None
+
+
+def positive_int(value: Any) -> int | None:
+    """``value`` if it is a positive integer (a context size), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def with_ids(fields: dict[str, Any], prompt: Prompt, *path: str) -> bytes:

@@ -12,6 +12,7 @@ from app.upstream.dialect import (
     Generated,
     UpstreamCall,
     Usage,
+    positive_int,
     stop_string,
     usage_of,
     with_ids,
@@ -24,7 +25,7 @@ class OpenAICompletions(Dialect):
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
         fields: dict[str, Any] = {"model": call.model, "stream": call.stream}
-        fields |= call.sampling.openai_fields()
+        fields |= call.sampling_fields()
         if call.stream:
             fields["stream_options"] = {"include_usage": True}
         return "/v1/completions", with_ids(fields, call.prompt, "prompt")
@@ -58,6 +59,14 @@ class LlamaCppCompletions(OpenAICompletions):
         body = {"content": text, "add_special": False, "parse_special": True}
         return "/tokenize", orjson.dumps(body)
 
+    def context_request(self, model: str) -> tuple[str, bytes | None]:
+        return "/props", None
+
+    def context_response(self, payload: Any, model: str) -> int | None:
+        """A slot's context (``--ctx-size`` divided among ``--parallel`` slots): one request
+        has that much, not the total."""
+        return positive_int((payload.get("default_generation_settings") or {}).get("n_ctx"))
+
 
 class LlamaCppNative(LlamaCppCompletions):
     """``POST /completion`` (llama.cpp's own API): ``n_predict``, ``content`` pieces."""
@@ -73,7 +82,7 @@ class LlamaCppNative(LlamaCppCompletions):
 
 def _native_request(call: UpstreamCall) -> tuple[str, bytes]:
     fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
-    fields |= call.sampling.named(max_tokens="n_predict")
+    fields |= call.sampling_fields(max_tokens="n_predict")
     return "/completion", with_ids(fields, call.prompt, "prompt")
 
 

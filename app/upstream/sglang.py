@@ -7,17 +7,31 @@ from typing import Any
 import orjson
 
 from app.errors import UpstreamError
-from app.upstream.dialect import Dialect, Generated, UpstreamCall, Usage, stop_string, with_ids
+from app.upstream.dialect import (
+    Dialect,
+    Generated,
+    UpstreamCall,
+    Usage,
+    positive_int,
+    stop_string,
+    with_ids,
+)
+
+_NAMES = {"max_tokens": "max_new_tokens", "seed": "sampling_seed", "min_tokens": "min_new_tokens"}
+"""SGLang's names for the sampling fields whose OpenAI names its request decoder refuses."""
 
 
 class SglangGenerate(Dialect):
-    """SGLang ``POST /generate`` with ``input_ids``; streamed ``text`` is cumulative."""
+    """SGLang ``POST /generate`` with ``input_ids``.
+
+    Without a client limit ``max_new_tokens`` is sent as null, SGLang's "until the context
+    ends" (its default is 128).  Streamed ``text`` is cumulative by default and a delta under
+    ``--incremental-streaming-output``; each event says which (see ``event``)."""
 
     name = "sglang"
-    cumulative_text = True
 
     def request(self, call: UpstreamCall) -> tuple[str, bytes]:
-        sampling = call.sampling.named(max_tokens="max_new_tokens", seed="sampling_seed")
+        sampling = {"max_new_tokens": None} | call.sampling.named(**_NAMES)
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
         key = "text" if call.prompt.as_text else "input_ids"
         return "/generate", with_ids(fields, call.prompt, key)
@@ -37,9 +51,31 @@ class SglangGenerate(Dialect):
                 prompt_tokens, int(meta.get("completion_tokens") or 0), meta.get("cached_tokens")
             )
         return Generated(
-            text=payload.get("text") or "", finish_reason=reason, usage=usage, stop_sequence=matched
+            text=payload.get("text") or "",
+            finish_reason=reason,
+            usage=usage,
+            stop_sequence=matched,
+            cumulative=_cumulative(payload, meta),
         )
 
     def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
         body = {"model": model, "prompt": text, "add_special_tokens": False}
         return "/tokenize", orjson.dumps(body)
+
+    def context_request(self, model: str) -> tuple[str, bytes | None]:
+        """``/v1/models``: its ``max_model_len`` is the server's context; the one that
+        ``/tokenize`` reports is the tokenizer's ``model_max_length``."""
+        return "/v1/models", None
+
+    def context_response(self, payload: Any, model: str) -> int | None:
+        cards = [c for c in payload.get("data") or () if isinstance(c, dict)]
+        named = [c for c in cards if c.get("id") == model] or cards[:1]
+        return positive_int(named[0].get("max_model_len")) if named else None
+
+
+def _cumulative(payload: dict[str, Any], meta: dict[str, Any]) -> bool:
+    """Whether the event's text is all output so far: its ``output_ids`` are then all ids so
+    far (``completion_tokens`` of them); under ``--incremental-streaming-output`` they are the
+    new ones only.  The two readings agree on an event holding every id so far."""
+    ids, count = payload.get("output_ids"), meta.get("completion_tokens")
+    return not (isinstance(ids, list) and isinstance(count, int) and len(ids) < count)

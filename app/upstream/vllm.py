@@ -1,4 +1,4 @@
-"""vLLM's three ways of taking token ids (see ../shared/design/UPSTREAMS.md)."""
+"""vLLM's three ways of taking token ids (launch flags: docs/upstreams.md)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,32 @@ from typing import Any
 import orjson
 
 from app.errors import UpstreamError
-from app.upstream.dialect import Generated, UpstreamCall, stop_string, usage_of, with_ids
+from app.upstream.dialect import (
+    Generated,
+    UpstreamCall,
+    positive_int,
+    stop_string,
+    usage_of,
+    with_ids,
+)
 from app.upstream.llamacpp import OpenAICompletions
 
 
 class VllmCompletions(OpenAICompletions):
-    """``POST /v1/completions`` with ``prompt: [ids]``: OpenAI completions, like llama.cpp's."""
+    """``POST /v1/completions`` with ``prompt: [ids]``: OpenAI completions, like llama.cpp's.
+    vLLM's ``max_tokens`` defaults to 16 (null too): the limit is always sent."""
 
     name = "vllm-completions"
 
     def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
         body = {"model": model, "prompt": text, "add_special_tokens": False}
         return "/tokenize", orjson.dumps(body)
+
+    def context_request(self, model: str) -> tuple[str, bytes | None]:
+        return self.tokenize_request("", model)
+
+    def context_response(self, payload: Any, model: str) -> int | None:
+        return positive_int(payload.get("max_model_len"))
 
 
 class VllmChat(VllmCompletions):
@@ -44,7 +58,9 @@ class VllmChat(VllmCompletions):
 
 
 class VllmGenerate(VllmCompletions):
-    """``POST /inference/v1/generate``: token ids in, token ids out (detokenized by us)."""
+    """``POST /inference/v1/generate``: token ids in, token ids out (detokenized by us).
+
+    The ids keep the token that completed a stop string; the caller trims the text there."""
 
     name = "vllm-generate"
     tokens_out = True
@@ -58,7 +74,7 @@ class VllmGenerate(VllmCompletions):
         fields: dict[str, Any] = {
             "model": call.model,
             "stream": call.stream,
-            "sampling_params": call.sampling.openai_fields(),
+            "sampling_params": call.sampling_fields(),
         }
         if call.stream:  # usage comes in a last chunk with ``choices: []``
             fields["stream_options"] = {"include_usage": True}

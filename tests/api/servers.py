@@ -53,9 +53,10 @@ def closed_port_url() -> str:
 
 @contextmanager
 def dropping_front(upstream: str, drop: int) -> Iterator[str]:
-    """A TCP front to ``upstream`` whose first ``drop`` connections read a request and close
-    without a byte of reply (what a keep-alive connection closed by the server looks like to
-    the client); later connections are relayed.  Yields its URL."""
+    """A TCP front to ``upstream`` whose first ``drop`` connections carrying a POST read the
+    request and close without a byte of reply (what a keep-alive connection closed by the
+    server looks like to the client); later connections, and GETs (the proxy's probes), are
+    relayed.  Yields its URL."""
     host, port = upstream.removeprefix("http://").split(":")
     listener = socket.create_server(("127.0.0.1", 0))
     left = [drop]
@@ -71,12 +72,13 @@ def dropping_front(upstream: str, drop: int) -> Iterator[str]:
         with contextlib.suppress(OSError):
             while True:
                 client, _ = listener.accept()
-                if left[0] > 0:
+                head = client.recv(65536)
+                if left[0] > 0 and not head.startswith(b"GET "):
                     left[0] -= 1
-                    client.recv(65536)
                     client.close()
                     continue
                 server = socket.create_connection((host, int(port)))
+                server.sendall(head)
                 for a, b in ((client, server), (server, client)):
                     threading.Thread(target=relay, args=(a, b), daemon=True).start()
 

@@ -214,7 +214,8 @@ def test_context_overflow_is_context_length_exceeded_for_openai_clients(
             client.chat.completions.create(model=MODEL, messages=long_messages(100),  # type: ignore[arg-type]
                                            max_tokens=1000)
         with pytest.raises(openai.BadRequestError) as responses:
-            client.responses.create(model=MODEL, input="word " * 600, stream=True)
+            client.responses.create(model=MODEL, input="word " * 600)
+        streamed = list(client.responses.create(model=MODEL, input="word " * 600, stream=True))
     for raised, param in ((chat, "messages"), (completion, "messages"), (responses, "input")):
         assert raised.value.code == "context_length_exceeded"
         assert raised.value.param == param
@@ -222,6 +223,12 @@ def test_context_overflow_is_context_length_exceeded_for_openai_clients(
     assert "maximum context length is 512 tokens" in chat.value.message
     assert "1000 in the completion" in completion.value.message
     assert "context window" in responses.value.message
+    # streamed, OpenAI answers it as response.failed, where Codex reads the code
+    assert [e.type for e in streamed] == ["response.created", "response.in_progress",
+                                          "response.failed"]
+    error = streamed[-1].response.error  # type: ignore[union-attr]
+    assert error is not None and error.code == "context_length_exceeded"
+    assert "context window" in error.message
     assert stub.requests == []
 
 

@@ -19,11 +19,13 @@ MODEL = "m"
 
 
 class _Rows(HTMLParser):
-    """Each ``tr.request`` of the table: its data attributes, cell texts and waterfall bars."""
+    """Each ``tr.request`` of the table: its data attributes, cell texts and waterfall bars;
+    and each ``tr.refusal``'s data attributes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[dict[str, object]] = []
+        self.refusals: list[dict[str, str | None]] = []
         self.summary = ""
         self._in_summary = False
         self._cells: list[str] | None = None
@@ -32,6 +34,8 @@ class _Rows(HTMLParser):
         found = dict(attrs)
         if tag == "tr" and "request" in (found.get("class") or "").split():
             self.rows.append({**found, "cells": [], "bars": []})
+        elif tag == "tr" and "refusal" in (found.get("class") or "").split():
+            self.refusals.append(found)
         elif tag == "td" and self.rows:
             self.rows[-1]["cells"].append("")  # type: ignore[attr-defined]
         elif tag == "div" and found.get("data-span") and self.rows:
@@ -76,6 +80,7 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
                 json={"model": MODEL, "max_tokens": 8,
                       "messages": [{"role": "user", "content": "a different conversation"}]},
             )  # fmt: skip
+            client.post("/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": []})
             app.state.telemetry.drain()
             recorded = client.get("/debug/traces.json").json()["requests"]
             everything = rendered(f"{url}/debug/traces", tmp_path / "profile")
@@ -101,4 +106,7 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
     assert [r["data-session"] for r in one.rows] == [session, session]
     assert [r["data-route"] for r in one.rows] == ["edit", "full"]
     assert one.summary.startswith(f"2 of 3 recent requests in session {session}")
+    # the request refused before it reached the upstream is on the page too
+    assert [(r["data-api"], r["data-status"]) for r in everything.refusals] == [
+        ("messages", "400")]
 

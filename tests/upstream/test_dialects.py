@@ -216,8 +216,7 @@ class StandIn:
 @contextmanager
 def proxy(folder: Path, dialect: str, *, alignment_check: bool = False,
           abort: bool = False) -> Iterator[tuple[httpx.Client, StandIn]]:
-    stand_in = StandIn(dialect, tokenizer(folder).encode(OUTPUT, add_special_tokens=False).ids,
-                       abort=abort)
+    stand_in = StandIn(dialect, output_ids(folder), abort=abort)
     with serving(stand_in.app()) as upstream:
         settings = Settings(upstream=upstream, tokenizer=folder, model=MODEL, dialect=dialect,
                             alignment_check=alignment_check, tool_format=None)
@@ -280,8 +279,8 @@ def check_request(dialect: str, path: str, body: dict[str, Any], ids: list[int],
             "n_predict": 7, "temperature": 0.3, "top_p": 0.9, "stop": ["\n\n"], "seed": 42}
 
 
-def expected_usage(dialect: str, n_ids: int) -> dict[str, Any]:
-    completion = len(tokenizer_ids_of_output()) if dialect == "vllm-generate" else 5
+def expected_usage(dialect: str, n_ids: int, folder: Path) -> dict[str, Any]:
+    completion = len(output_ids(folder)) if dialect == "vllm-generate" else 5
     usage: dict[str, Any] = {"prompt_tokens": n_ids, "completion_tokens": completion,
                              "total_tokens": n_ids + completion}
     if dialect != "vllm-chat":
@@ -289,10 +288,9 @@ def expected_usage(dialect: str, n_ids: int) -> dict[str, Any]:
     return usage
 
 
-@functools.cache
-def tokenizer_ids_of_output() -> tuple[int, ...]:
-    folder = Path(__file__).resolve().parents[2] / ".assets" / "smollm2"
-    return tuple(tokenizer(folder).encode(OUTPUT, add_special_tokens=False).ids)
+def output_ids(folder: Path) -> list[int]:
+    ids: list[int] = tokenizer(folder).encode(OUTPUT, add_special_tokens=False).ids
+    return ids
 
 
 def test_whole_answer(upstream: tuple[str, httpx.Client, StandIn], smollm2_dir: Path) -> None:
@@ -306,7 +304,7 @@ def test_whole_answer(upstream: tuple[str, httpx.Client, StandIn], smollm2_dir: 
     assert choice["message"]["role"] == "assistant"
     assert choice["message"]["content"] == OUTPUT
     assert choice["finish_reason"] == FINISH[dialect]
-    assert answer["usage"] == expected_usage(dialect, len(ids))
+    assert answer["usage"] == expected_usage(dialect, len(ids), smollm2_dir)
 
 
 def test_streamed_answer(upstream: tuple[str, httpx.Client, StandIn],
@@ -330,7 +328,8 @@ def test_streamed_usage(dialect: str, smollm2_dir: Path) -> None:
     with proxy(smollm2_dir, dialect) as (http, _):
         _, chunks = _chat(http, stream=True, dialect=dialect)
     assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == expected_usage(dialect, len(expected_ids(smollm2_dir)))
+    n = len(expected_ids(smollm2_dir))
+    assert chunks[-1]["usage"] == expected_usage(dialect, n, smollm2_dir)
 
 
 TEXT_KEYS = {"llamacpp": "prompt", "vllm-completions": "prompt", "llamacpp-completion": "prompt",
@@ -377,7 +376,8 @@ def test_sglang_passes_logit_bias() -> None:
     path, body = dialect_named("sglang").request(call)
     assert path == "/generate"
     assert orjson.loads(body) == {"input_ids": [1, 2], "stream": False,
-                                  "sampling_params": {"logit_bias": {"5": -100.0}}}
+                                  "sampling_params": {"max_new_tokens": None,
+                                                      "logit_bias": {"5": -100.0}}}
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,24 @@
     waterfall(cell(row, "", "waterfall"), request);
     tbody.appendChild(row);
   }
+  const refused = data.refused || [];
+  const refusedBody = document.querySelector("#refused tbody");
+  for (const entry of refused) {
+    const row = document.createElement("tr");
+    row.className = "refusal error";
+    row.dataset.api = entry.api;
+    row.dataset.status = String(entry.status);
+    cell(row, new Date(entry.unix_ms).toISOString().slice(11, 23));
+    cell(row, entry.api);
+    cell(row, entry.status, "num status");
+    cell(row, entry.reason, "reason");
+    cell(row, entry.path);
+    cell(row, entry.param);
+    cell(row, entry.streaming ? "stream error event" : "HTTP status");
+    refusedBody.appendChild(row);
+  }
+  document.getElementById("refused-summary").textContent =
+    refused.length + " recent error answers (rejected requests and failed streams)";
   document.getElementById("summary").textContent =
     shown.length + " of " + data.requests.length + " recent requests" +
     (session ? " in session " + session : "");
