@@ -118,9 +118,9 @@ def _delta_text(line: str) -> str:
 
 def _agent_lines(port: int, context: int) -> str:
     return (
-        f"\nClaude Code (see the README's Agents section): ANTHROPIC_BASE_URL=http://127.0.0.1:"
-        f"{port} ANTHROPIC_AUTH_TOKEN=any ANTHROPIC_MODEL={DEMO_MODEL} "
-        f"CLAUDE_CODE_MAX_CONTEXT_TOKENS={context} CLAUDE_CODE_MAX_OUTPUT_TOKENS=1024 claude"
+        f"\nagents: the README's Agents settings with http://127.0.0.1:{port}, model "
+        f"{DEMO_MODEL!r}, a context of {context} (CLAUDE_CODE_MAX_CONTEXT_TOKENS, Codex's "
+        "model_context_window) and CLAUDE_CODE_MAX_OUTPUT_TOKENS=1024"
     )
 
 
