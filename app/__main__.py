@@ -1,7 +1,7 @@
 """Command line.
 
 toksplice serve --upstream URL --tokenizer PATH [...]   the proxy in front of a model server
-toksplice demo [--once]                                 a real local llama.cpp + the proxy
+toksplice demo [--once] [--context N]                   a real local llama.cpp + the proxy
 toksplice assets                                        fetch the test tokenizers and model
 toksplice explain --tokenizer PATH                      family, proven cut rules, or why none
 toksplice encode --tokenizer PATH FILE [FILE...]        encode files as one growing session
@@ -21,6 +21,8 @@ from pathlib import Path
 from app import assets
 from app.config import DIALECTS, Settings, Timeouts
 
+DEMO_CONTEXT = 8192
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -31,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="run a real local llama.cpp server and the proxy")
     demo.add_argument("--port", type=int, default=8000, help="proxy port (default 8000)")
     demo.add_argument("--threads", type=int, default=2, help="llama.cpp threads (default 2)")
+    demo.add_argument(
+        "--context",
+        type=int,
+        default=DEMO_CONTEXT,
+        help=f"llama.cpp context in tokens, one request at a time (default {DEMO_CONTEXT}: "
+        "SmolLM2-135M's trained context, room for an agent's first call and a few more)",
+    )
     demo.add_argument(
         "--once",
         action="store_true",
@@ -52,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         from app import serve
 
         if args.command == "demo":
-            return serve.demo(port=args.port, once=args.once, threads=args.threads)
+            return serve.demo(
+                port=args.port, once=args.once, threads=args.threads, context=args.context
+            )
         serve.serve(_settings(args), log_level=args.log_level)
         return 0
     return _encode_or_explain(args)

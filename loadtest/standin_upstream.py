@@ -8,6 +8,9 @@ behind the proxy: whatever it adds is the proxy's own cost.  It serves:
 * ``POST /v1/completions`` with ``prompt: [ids]``: a three-chunk answer at once (stream or not);
   with ``--echo-digest`` the answer is ``ids:`` + ``prompt_digest(prompt)`` instead, so a load
   generator can check every prompt against the reference without this server storing any;
+  ``make_app(respond=...)`` scripts the answer instead (from the decoded prompt: what an agent
+  test needs the model to say, tool calls and thinking in the model's own format), and
+  ``prompts`` collects every prompt received, for the test to check against the reference;
 * ``POST /v1/chat/completions``: what a server does when a client sends the chat request
   straight to it: render the chat template and tokenize the whole text (Hugging Face
   ``tokenizers``, as vLLM does), then the same instant answer.  This is the "direct" path;
@@ -20,7 +23,7 @@ import argparse
 import hashlib
 import struct
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +54,28 @@ def expected_answer(template: ChatTemplate, tokenizer: Tokenizer, body: dict[str
     return "ids:" + prompt_digest(tokenizer.encode(rendered, add_special_tokens=False).ids)
 
 
-def make_app(folder: Path, *, echo_digest: bool = False) -> Starlette:
+def make_app(
+    folder: Path,
+    *,
+    echo_digest: bool = False,
+    respond: Callable[[str], str] | None = None,
+    prompts: list[list[int]] | None = None,
+) -> Starlette:
+    """``respond(prompt text) -> answer text`` scripts the completions (streamed in pieces of
+    a few characters); ``prompts`` receives every completion prompt's ids."""
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     template = ChatTemplate.from_tokenizer_config(folder / "tokenizer_config.json")
 
     async def completions(request: Request) -> Response:
         body = orjson.loads(await request.body())
         prompt = body["prompt"]
-        answer = ("ids:", prompt_digest(prompt), "") if echo_digest else _ANSWER
+        if prompts is not None:
+            prompts.append(prompt)
+        if respond is not None:
+            text = respond(tokenizer.decode(prompt, skip_special_tokens=False))
+            answer = (*(text[k : k + 16] for k in range(0, len(text), 16)), "")
+        else:
+            answer = ("ids:", prompt_digest(prompt), "") if echo_digest else _ANSWER
         return _answer(body, len(prompt), answer)
 
     async def chat(request: Request) -> Response:

@@ -25,6 +25,13 @@ from app.rendering.messages import (
 
 Message = Mapping[str, Any]
 
+_PROBE_TOOL = "toksplice_probe_tool"
+_PROBE: dict[str, Any] = {
+    "type": "function",
+    "function": {"name": _PROBE_TOOL, "description": "A probe.",
+                 "parameters": {"type": "object", "properties": {}}},
+}  # fmt: skip
+
 # Names ``chat_template_kwargs`` may not bind: what the renderer binds itself, what
 # transformers consumes rather than passes on, and the environment's globals.
 _CONSUMED = frozenset({"chat_template", "tokenize", "continue_final_message"})
@@ -128,6 +135,16 @@ class ChatTemplate:
         if tools and "tool_use" in self._variants:
             return self._variants["tool_use"]
         return self._variants["default"]
+
+    def drops_tools(self) -> bool:
+        """Whether the template renders nothing of a request's ``tools`` (SmolLM2's has no
+        tool syntax): a one-tool probe conversation whose rendering does not name the tool.
+        A template that raises on it is not silent about tools: False."""
+        try:
+            text = self.render([{"role": "user", "content": "probe"}], tools=[_PROBE])
+        except (TemplateError, BadRequestError):
+            return False
+        return _PROBE_TOOL not in text
 
     def render(self, messages: Sequence[Message], **options: Any) -> str:
         """``render_pieces`` joined into one ``str``."""

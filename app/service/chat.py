@@ -9,6 +9,7 @@ request with it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ from app.telemetry import Telemetry
 from app.telemetry.oracle_source import RenderSource
 from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
+from app.tokenization.lru import LruCache
 from app.tokenization.typed_specials import TypedSpecials
 from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
@@ -43,6 +45,9 @@ from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
 from app.upstream.output import ToolFormat
 from app.upstream.readiness import Readiness
 from app.upstream.stops import StopTrim, trimmed
+
+log = logging.getLogger(__name__)
+_WARNED_SESSIONS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +57,21 @@ class PreparedChat:
     encoding: Encoding
     starts_in_reasoning: bool
     timings: Timings
+    tools_dropped: int = 0
+    """Tools of the request the chat template rendered nothing of."""
 
     def headers(self) -> dict[str, str]:
         """Response headers that say how the prompt was tokenized and what it cost."""
         enc = self.encoding
-        return {
+        headers = {
             "server-timing": self.timings.server_timing(),
             "x-toksplice-route": enc.route,
             "x-toksplice-prompt-tokens": str(len(enc.ids)),
             "x-toksplice-reused-tokens": str(enc.reused_tokens),
         }
+        if self.tools_dropped:
+            headers["x-toksplice-tools-dropped"] = str(self.tools_dropped)
+        return headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,8 @@ class ChatService:
         self.typed_specials = typed_specials
         self.bodies = bodies
         self.telemetry = telemetry
+        self.drops_tools = card.template.drops_tools()  # once, at startup
+        self._warned: LruCache[str, bool] = LruCache(_WARNED_SESSIONS)
 
     def _learned(self, learned: Learned) -> None:
         self.card = replace(
@@ -213,7 +225,21 @@ class ChatService:
             chat_body=request.body,
             room=None if card.context_tokens is None else card.context_tokens - len(encoding.ids),
         )
-        return PreparedChat(request, call, encoding, _opens_reasoning(rendered), timings)
+        dropped = self._tools_dropped(request, key)
+        return PreparedChat(request, call, encoding, _opens_reasoning(rendered), timings, dropped)
+
+    def _tools_dropped(self, request: ChatRequest, key: str) -> int:
+        """How many tools the template dropped: counted, and logged once per session."""
+        if not (self.drops_tools and request.tools):
+            return 0
+        self.telemetry.metrics.tools_dropped.inc()
+        if self._warned.get(key) is None:
+            self._warned.put(key, True, 1)
+            log.warning(
+                "the chat template renders no tools: the %d tools of this session's requests "
+                "are dropped, the model never sees them (session %s)", len(request.tools), key
+            )
+        return len(request.tools)
 
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
         """The whole answer as one OpenAI chat completion."""

@@ -69,6 +69,10 @@ class Metrics:
             "toksplice_shadow_drops", "Sampled requests not checked: the shadow queue was full",
             registry=r,
         )
+        self.tools_dropped = Counter(
+            "toksplice_tools_dropped", "Requests with tools the chat template does not render",
+            registry=r,
+        )
         self.trace_drops = Counter(
             "toksplice_trace_drops", "Finished requests not traced: the telemetry queue was full",
             registry=r,
