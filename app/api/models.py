@@ -45,6 +45,13 @@ def _card(service: ChatService) -> dict[str, object]:
     return card
 
 
+@router.api_route("/api/hello", methods=["GET", "HEAD"])
+async def hello() -> Response:
+    """Claude Code's connectivity probe of its API host, once per start: answered, so that
+    it is not an error in the log and the refusal counts."""
+    return json_response({"status": "ok"})
+
+
 @router.get("/health/live")
 async def live() -> Response:
     """Liveness: the process serves requests."""
