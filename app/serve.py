@@ -49,7 +49,8 @@ def server_config(settings: Settings, *, log_level: str = "info") -> uvicorn.Con
 
 def serve(settings: Settings, *, log_level: str = "info") -> None:
     _configure_logging(log_level)
-    uvicorn.Server(server_config(settings, log_level=log_level)).run()
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, re-raised by uvicorn after shutdown
+        uvicorn.Server(server_config(settings, log_level=log_level)).run()
 
 
 def demo(
