@@ -46,11 +46,12 @@ static size_t exact_contraction(const Stretch *s, size_t i) {
     return 0;
 }
 
-/* \s*[\r\n]+ | \s+(?!\S) | \s+ at i, a whitespace character; the stretch ends at n. */
-static size_t whitespace(const Stretch *s, size_t i, size_t n) {
+/* \s*[\r\n]+ (with newlines) | \s+(?!\S) | \s+ at i, a whitespace character; the stretch
+ * ends at n. */
+static size_t whitespace(const Stretch *s, size_t i, size_t n, int newlines) {
     size_t b = i, last_nl = n;
     while (b < n && is_space(s->cls[b])) {
-        if (s->cls[b] == C_NL) last_nl = b;
+        if (newlines && s->cls[b] == C_NL) last_nl = b;
         b++;
     }
     if (last_nl < n) return last_nl + 1; /* \s* backs off to the last newline */
@@ -76,7 +77,7 @@ static size_t cl100k_match(const Stretch *s, size_t i, size_t digits) {
         size_t e = punct_run(s, p);
         return run_of(s, e, C_NL);
     }
-    return whitespace(s, i, s->n);
+    return whitespace(s, i, s->n, 1);
 }
 
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
@@ -87,7 +88,7 @@ static size_t gpt2_match(const Stretch *s, size_t i) {
     uint8_t c = s->cls[p];
     if (c == C_L || c == C_N) return run_of(s, p, c);
     if (is_punct(c)) return punct_run(s, p);
-    return whitespace(s, i, s->n);
+    return whitespace(s, i, s->n, 0);
 }
 
 /* o200k's letter classes: U = Lu Lt Lm Lo M, W = Ll Lm Lo M. */
@@ -136,7 +137,7 @@ static size_t o200k_match(const Stretch *s, size_t i) {
         while (e < s->n && (s->cls[e] == C_NL || s->cp[e] == '/')) e++;
         return e;
     }
-    return whitespace(s, i, s->n);
+    return whitespace(s, i, s->n, 1);
 }
 
 /* DeepSeek-V3's third split, inside a segment ending at b; 0 where nothing matches. */
@@ -171,7 +172,7 @@ static size_t deepseek_match(const Stretch *s, size_t i, size_t b) {
         while (e < b && s->cls[e] == C_NL) e++;
         return e;
     }
-    if (is_space(cls)) return whitespace(s, i, b);
+    if (is_space(cls)) return whitespace(s, i, b, 1);
     return 0;
 }
 
