@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 from app.tokenization.native._native import Encoder
 from app.tokenization.reference import IdArray
 from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.payload import Payload
 from gpu_kernels.plan import EncoderPlan
 from gpu_kernels.whole_words import WholeWords
 
@@ -92,12 +93,10 @@ class NativeEncoder:
             return {"texts": self._texts, "declined": dict(self._declined)}
 
 
-def _stretches_normalized(payload: Any) -> bool:
+def _stretches_normalized(payload: Payload) -> bool:
     """Whether each stretch between added tokens is in NFC (the reference normalizes each
     alone; a text in NFC may hold a stretch that is not, one opening with a mark)."""
     data = payload.data
-    bounds = [0, *np.ravel(np.column_stack((payload.span_begin, payload.span_end))).tolist()]
-    bounds.append(len(data))
-    return all(
-        is_normalized("NFC", data[a:b].decode()) for a, b in zip(bounds[::2], bounds[1::2])
-    )
+    starts = [0, *payload.span_end.tolist()]
+    stops = [*payload.span_begin.tolist(), len(data)]
+    return all(is_normalized("NFC", data[a:b].decode()) for a, b in zip(starts, stops, strict=True))
