@@ -47,7 +47,9 @@ class Encoded(NamedTuple):
 class NativeIds(Protocol):
     """``native.encoder.NativeEncoder``, as seen from here."""
 
-    def encode(self, text: str, utf8: bytes | None = None) -> IdArray | None: ...
+    def encode(
+        self, text: str, utf8: bytes | None = None
+    ) -> tuple[IdArray, OffsetArray] | None: ...
 
     def stats(self) -> dict[str, object]: ...
 
@@ -109,13 +111,7 @@ class ChunkedEncoder:
     def _native(self, text: str, data: bytes | None) -> tuple[IdArray, OffsetArray] | None:
         """The native encoder's ids and ends of ``text`` (``data``: its UTF-8, if at hand),
         or None where there is none or it declines."""
-        if self.native is None:
-            return None
-        if data is None:
-            data = text.encode("utf-8")
-        ids = self.native.encode(text, data)
-        ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
-        return None if ids is None or ends is None else (ids, ends)
+        return self.native.encode(text, data) if self.native is not None else None
 
     def stats(self) -> dict[str, object]:
         """Texts encoded in chunks so far, and their chunks; the native encoder's figures."""

@@ -6,9 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Literal, get_args
 
-from tokenizers import Tokenizer
-
 from app.tokenization.chunked import NativeIds
+from app.tokenization.reference import ReferenceEncoder
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +15,7 @@ CpuEncoder = Literal["native", "reference"]
 CPU_ENCODERS: tuple[str, ...] = get_args(CpuEncoder)
 
 
-def native_encoder(tokenizer: Tokenizer, choice: CpuEncoder) -> NativeIds | None:
+def native_encoder(reference: ReferenceEncoder, choice: CpuEncoder) -> NativeIds | None:
     """The native encoder of ``tokenizer`` when ``choice`` is "native" and it covers the
     tokenizer, else None (the reference encodes); says why in the log."""
     if choice not in CPU_ENCODERS:
@@ -28,7 +27,7 @@ def native_encoder(tokenizer: Tokenizer, choice: CpuEncoder) -> NativeIds | None
     from gpu_kernels import UnsupportedTokenizer
 
     try:
-        return NativeEncoder(tokenizer)
+        return NativeEncoder(reference)
     except UnsupportedTokenizer as exc:
         log.info("native encoder off, the reference encodes: %s", exc)
         return None

@@ -160,7 +160,7 @@ class SessionTokenizer:
         if "gpu" not in options:
             options["gpu"] = gpu_cold_starts(reference.tokenizer, gpu_cold_start)
         if "native" not in options and spec.proven:
-            options["native"] = native_encoder(reference.tokenizer, cpu_encoder)
+            options["native"] = native_encoder(reference, cpu_encoder)
         return cls(reference, spec, **options)
 
     def encode(

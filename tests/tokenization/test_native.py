@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,11 +18,13 @@ from tokenizers import Tokenizer
 from app.tokenization import SessionTokenizer
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native_route import CpuEncoder
+from app.tokenization.reference import ReferenceEncoder
 from gpu_kernels import UnsupportedTokenizer
 from gpu_kernels.char_classes import ClassTable
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential, spliced_texts
+from tests.tokenization.test_chunked import _at_characters
 
 _DENSE = "aZſǅʰ \t\n\r\u00a0\u3000'.(/1٣é\u0301中👍sStTlLrReEvVdDmM"
 dense_texts = st.text(alphabet=_DENSE, max_size=60)
@@ -42,19 +45,20 @@ long_pieces = st.builds(
 @pytest.fixture(scope="module")
 def native(reference: Callable[[str], Tokenizer]) -> Callable[[str], NativeEncoder]:
     """``name -> NativeEncoder`` of that asset, built once per module."""
-    return functools.cache(lambda name: NativeEncoder(reference(name)))
+    return functools.cache(lambda name: NativeEncoder(ReferenceEncoder(reference(name))))
 
 
 def assert_exact(tokenizer: Tokenizer, encoder: NativeEncoder, text: str) -> None:
+    """Ids equal to the reference's, and ends too (at character boundaries: where the reference
+    takes offsets, an end inside a character is that character's end)."""
     got = encoder.encode(text)
-    want = tokenizer.encode(text, add_special_tokens=False).ids
-    if got is None:  # declined: only where the normalizer changes the text
+    if got is None:  # declined: only where NFC changes the text
         assert tokenizer.normalizer is not None
-        assert tokenizer.normalizer.normalize_str(text) != text or any(
-            t.content in text for t in tokenizer.get_added_tokens_decoder().values()
-        )
         return
-    assert got.tolist() == want, text
+    want_ids, want_ends = encoder.reference.encode(text)
+    assert got[0].tolist() == want_ids.tolist(), text
+    data = text.encode()
+    assert np.array_equal(_at_characters(data, got[1]), _at_characters(data, want_ends)), text
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -94,7 +98,7 @@ def test_a_long_repeated_piece(
 def test_blocks_are_probed_on_first_use(reference: Callable[[str], Tokenizer]) -> None:
     """A fresh class table: each script's block is probed when a text first touches it."""
     table = ClassTable()
-    encoder = NativeEncoder(reference("o200k"), classes=table)
+    encoder = NativeEncoder(ReferenceEncoder(reference("o200k")), classes=table)
     text = "Ἀθῆναι ᚠᛇᚻ 𝔘𝔫𝔦 ꧐꧑꧒ 𞤀𞤢 Ⰰⰰ " * 3
     assert_exact(reference("o200k"), encoder, text)
     assert table.probed.sum() >= 6
@@ -111,23 +115,40 @@ def test_threads_share_one_encoder(
 
     def run(i: int) -> list[int]:
         barrier.wait() if i < 4 else None
-        ids = encoder.encode(chunks[i % len(chunks)])
-        assert ids is not None
-        return ids.tolist()
+        encoded = encoder.encode(chunks[i % len(chunks)])
+        assert encoded is not None
+        return encoded[0].tolist()
 
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(run, range(16)))
     assert got == [want[i % len(chunks)] for i in range(16)]
 
 
-def test_text_nfc_changes_is_declined(
-    reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cafe\u0301",
+        "Vie\u0323\u0302t Nam",
+        "<|im_start|>\u0301x",
+        "A\u030a\u0301 e\u0301\u0301",
+        "\u1100\u1161\u11a8",
+    ],
+)
+def test_text_nfc_changes(
+    text: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """Normalized first, the ends moved back; a token ending inside a changed window (the
+    reference's offsets would put it somewhere in its characters) is declined."""
+    assert_exact(reference("qwen3"), native("qwen3"), text)
+
+
+def test_a_token_inside_a_changed_window_is_declined(
+    native: Callable[[str], NativeEncoder],
 ) -> None:
     encoder = native("qwen3")
-    before = encoder.stats()["declined"].get("normalizer changes the text", 0)
-    assert encoder.encode("cafe\u0301") is None
-    assert encoder.encode("<|im_start|>\u0301x") is not None  # NFC leaves a lone mark alone
-    assert encoder.stats()["declined"] == {"normalizer changes the text": before + 1}
+    before = encoder.stats()["declined"].get("a token ends inside a character NFC changed", 0)
+    assert encoder.encode("e\u0301\u0301") is None  # é, then a lone mark: one window
+    assert encoder.stats()["declined"]["a token ends inside a character NFC changed"] == before + 1
 
 
 def test_lone_surrogates_are_refused(native: Callable[[str], NativeEncoder]) -> None:
@@ -138,7 +159,7 @@ def test_lone_surrogates_are_refused(native: Callable[[str], NativeEncoder]) -> 
 @pytest.mark.parametrize("name", ["smollm2", "mistral_v1"])
 def test_uncovered_families_are_refused(name: str, reference: Callable[[str], Tokenizer]) -> None:
     with pytest.raises(UnsupportedTokenizer):
-        NativeEncoder(reference(name))
+        NativeEncoder(ReferenceEncoder(reference(name)))
 
 
 @pytest.mark.parametrize("engine", ["native", "reference"])

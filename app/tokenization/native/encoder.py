@@ -9,9 +9,10 @@ as a sequential matcher (``scan.c``), and byte-level BPE per piece (``bpe.c``: t
 where the vocabulary has ``ignore_merges``).  The C part runs without the GIL, so chunks of one
 text (``chunked``) encode on every core.
 
-Where its ids might not be the reference's it declines (``encode`` returns None, with the
-reason counted) and the caller takes the reference: a text that NFC would change (the tokens'
-byte extents are then not the text's), and any tokenizer ``EncoderPlan`` refuses.
+Text that NFC changes is normalized first, as the reference does, and the tokens' ends moved
+back to the original text (``nfc``).  Where it cannot be sure of ids or ends it declines
+(``encode`` returns None, the reason counted) and the caller takes the reference; a tokenizer
+``EncoderPlan`` refuses it does not take at all.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from typing import Any
 from unicodedata import is_normalized
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from app.tokenization.native._native import Encoder
-from app.tokenization.reference import IdArray
+from app.tokenization.native.nfc import normalized
+from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import Payload
 from gpu_kernels.plan import EncoderPlan
@@ -49,12 +50,13 @@ def shared_classes() -> ClassTable:
 
 
 class NativeEncoder:
-    """``encode(text)`` equals ``Tokenizer.encode(text, add_special_tokens=False).ids``, or
-    is None (declined); thread-safe, and encodes in parallel across threads."""
+    """``encode(text)`` equals ``reference.encode(text)`` (ids and byte ends), or is None
+    (declined); thread-safe, and encodes in parallel across threads."""
 
-    def __init__(self, tokenizer: Tokenizer, classes: ClassTable | None = None) -> None:
+    def __init__(self, reference: ReferenceEncoder, classes: ClassTable | None = None) -> None:
         """Raises ``gpu_kernels.UnsupportedTokenizer`` for a tokenizer it does not cover."""
-        self.plan = EncoderPlan(tokenizer, classes or shared_classes())
+        self.reference = reference
+        self.plan = EncoderPlan(reference.tokenizer, classes or shared_classes())
         table, merges = self.plan.classes, self.plan.merges
         slots = merges.pair_slots()
         words = WholeWords(merges.words if merges.ignore_merges else {})
@@ -69,14 +71,29 @@ class NativeEncoder:
         self._declined: Counter[str] = Counter()
         self._texts = 0
 
-    def encode(self, text: str, utf8: bytes | None = None) -> IdArray | None:
-        """The ids of ``text`` (``utf8``: its UTF-8 when the caller has it), or None when the
-        normalizer would change it."""
+    def encode(self, text: str, utf8: bytes | None = None) -> tuple[IdArray, OffsetArray] | None:
+        """The ids of ``text`` (``utf8``: its UTF-8 when the caller has it) and each token's
+        end in its bytes, or None (declined)."""
         payload = self.plan.split.payload(text, utf8=utf8)
-        if payload.rewritten or (payload.assumed and not _stretches_normalized(payload)):
-            with self._lock:
-                self._declined["normalizer changes the text"] += 1
-            return None
+        if payload.rewritten:  # a normalizer other than NFC changed it
+            return self._declines("the normalizer changes the text")
+        if not payload.assumed or _stretches_normalized(payload):
+            ids = self.ids(payload)
+            ends = self.reference.ends_from_lengths(ids, len(payload.data))
+            return None if ends is None else (ids, ends)
+        found = normalized(text, payload, self.plan.classes)
+        if found is None:
+            return self._declines("NFC changes text next to an added token or unknown")
+        nfc, alignment = found
+        ids = self.ids(nfc)
+        ends = self.reference.ends_from_lengths(ids, len(nfc.data))
+        ends = alignment.original_ends(ends) if ends is not None else None
+        if ends is None:
+            return self._declines("a token ends inside a character NFC changed")
+        return ids, ends
+
+    def ids(self, payload: Payload) -> IdArray:
+        """The ids of a payload (added tokens split off, every stretch normalized)."""
         args = (payload.data, payload.span_begin, payload.span_end, payload.added_ids)
         result = self._core.encode(*args)
         while isinstance(result, list):  # class blocks to probe first (once per process)
@@ -91,6 +108,12 @@ class NativeEncoder:
         """Texts encoded, and those declined by reason."""
         with self._lock:
             return {"texts": self._texts, "declined": dict(self._declined)}
+
+    def _declines(self, reason: str) -> tuple[IdArray, OffsetArray] | None:
+        """Counts ``reason``; None (the encode's answer)."""
+        with self._lock:
+            self._declined[reason] += 1
+        return None
 
 
 def _stretches_normalized(payload: Payload) -> bool:
