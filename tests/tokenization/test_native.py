@@ -21,6 +21,7 @@ from app.tokenization.native_route import CpuEncoder
 from app.tokenization.reference import ReferenceEncoder
 from gpu_kernels import UnsupportedTokenizer
 from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.payload import decode, marked, nfc_windows
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential, spliced_texts
@@ -175,3 +176,22 @@ def test_the_session_says_which_engine_encoded(engine: CpuEncoder, assets: dict[
     assert first.native_bytes == (len(text.encode()) if native else 0)
     assert (grown.native_bytes > 0) == native
     assert tok.explain()["parallel_chunks"]["engine"] == engine
+
+
+@differential(300)
+@given(text=st.one_of(texts, case_texts, spliced_texts, dense_texts))
+def test_nfc_windows_are_the_twins(text: str, native: Callable[[str], NativeEncoder]) -> None:
+    """The C part's NFC windows are ``payload.nfc_windows`` over the marked text."""
+    encoder = native("qwen3")
+    payload = encoder.plan.split.payload(text)
+    encoder.encode(text)  # probes the blocks
+    found = encoder._core.nfc_windows(payload.data, payload.span_begin, payload.span_end)
+    points, char_at = decode(marked(payload))
+    windows = nfc_windows(encoder.plan.classes.nfc_codes(points), char_at, len(payload.data), np)
+    if windows is None:
+        assert found is None
+        return
+    assert found is not None
+    want = sorted(set(zip(windows[0].tolist(), windows[1].tolist(), strict=True)))
+    got = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).tolist()
+    assert [tuple(w) for w in got] == want

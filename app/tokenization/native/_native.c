@@ -1,13 +1,14 @@
 /* The native encoder's hot loop: decode UTF-8, look classes up, scan pieces, merge each.
  *
- * Encoder(family, classes, folds, kinds, probed, byte_ids, pair_keys, pair_ranks,
+ * Encoder(family, classes, folds, kinds, nfc, probed, byte_ids, pair_keys, pair_ranks,
  *         pair_merged, pair_shift, width, ignore_merges, word_slots, word_bytes, word_at,
  *         word_ids)
  * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
  * here through the buffer protocol, so no second copy of the rules) and copies the merges.
  * encode(data, span_begin, span_end, added_ids) returns the ids as int32 bytes, or the list of
  * class blocks the text touches that are not probed yet (the caller probes them and calls
- * again).  Everything after that check runs without the GIL.
+ * again).  Everything after that check runs without the GIL.  nfc_windows(data, span_begin,
+ * span_end) finds where NFC might change the text (payload.nfc_windows, sequentially).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,7 +21,8 @@
 #define BLOCK_BITS 12
 #define BLOCKS ((0x110000 >> BLOCK_BITS) + 1)
 
-enum { T_CLASSES, T_FOLDS, T_KINDS, T_PROBED, N_TABLES };
+enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, N_TABLES };
+enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN }; /* gpu_kernels.char_classes */
 
 typedef struct {
     PyObject_HEAD
@@ -64,8 +66,8 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *slots, *wbytes, *wat, *wids;
     int shift, ignore;
     long long width;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOOiLpOOOO", &e->family, &t[0], &t[1], &t[2], &t[3],
-                          &byte_ids, &keys, &ranks, &merged, &shift, &width, &ignore, &slots,
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOiLpOOOO", &e->family, &t[0], &t[1], &t[2], &t[3],
+                          &t[4], &byte_ids, &keys, &ranks, &merged, &shift, &width, &ignore, &slots,
                           &wbytes, &wat, &wids))
         return -1;
     encoder_clear(e);
@@ -271,7 +273,79 @@ done:
     return result;
 }
 
+/* Byte windows [begin, end) around each character NFC may join to the one before, from the
+ * last NFC boundary before it to the first after (added-token spans count as one boundary
+ * character each); None when a character is NFC_UNKNOWN.  The blocks must be probed. */
+static PyObject *Encoder_nfc_windows(Encoder *e, PyObject *args) {
+    Py_buffer text, begin, end;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &text, &begin, &end)) return NULL;
+    const uint8_t *nfc = e->tables[T_NFC].buf, *data = text.buf;
+    const int64_t *sb = begin.buf, *se = end.buf;
+    size_t n = (size_t)text.len, spans = (size_t)begin.len / 8, k = 0, count = 0, cap = 16;
+    int64_t *out = PyMem_Malloc(2 * cap * sizeof(int64_t));
+    int64_t bound = 0, open = -1; /* the last boundary's byte offset; the open window's start */
+    int unknown = 0;
+    for (size_t i = 0; out != NULL && i <= n;) {
+        int width = 1, code = NFC_BOUNDARY;
+        size_t next;
+        if (i == n) {
+            next = n + 1;
+        } else if (k < spans && (size_t)sb[k] == i) {
+            next = (size_t)se[k++];
+        } else {
+            code = nfc[decode_at(data, i, &width)];
+            next = i + width;
+        }
+        if (code == NFC_UNKNOWN) {
+            unknown = 1;
+            break;
+        }
+        if (code == NFC_BOUNDARY) {
+            if (open >= 0) {
+                if (count == cap) {
+                    cap *= 2;
+                    int64_t *grown = PyMem_Realloc(out, 2 * cap * sizeof(int64_t));
+                    if (grown == NULL) PyMem_Free(out);
+                    out = grown;
+                    if (out == NULL) break;
+                }
+                out[2 * count] = open;
+                out[2 * count++ + 1] = (int64_t)(i < n ? i : n);
+                open = -1;
+            }
+            bound = (int64_t)i;
+        } else if (open < 0) {
+            open = bound;
+        }
+        i = next;
+    }
+    PyObject *result = NULL;
+    if (out == NULL)
+        PyErr_NoMemory();
+    else if (unknown)
+        result = Py_NewRef(Py_None);
+    else
+        result = PyBytes_FromStringAndSize((const char *)out, count * 2 * sizeof(int64_t));
+    PyMem_Free(out);
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&begin);
+    PyBuffer_Release(&end);
+    return result;
+}
+
+static PyObject *Encoder_missing_blocks(Encoder *e, PyObject *arg) {
+    Py_buffer text;
+    if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = unprobed_blocks(e, text.buf, (size_t)text.len);
+    PyBuffer_Release(&text);
+    return result;
+}
+
 static PyMethodDef Encoder_methods[] = {
+    {"missing_blocks", (PyCFunction)Encoder_missing_blocks, METH_O,
+     "The class blocks the UTF-8 text touches that are not probed yet."},
+    {"nfc_windows", (PyCFunction)Encoder_nfc_windows, METH_VARARGS,
+     "(begin, end) byte pairs, int64, where NFC may change the text; None if unknown."},
     {"encode", (PyCFunction)Encoder_encode, METH_VARARGS,
      "Ids of (data, span_begin, span_end, added_ids) as int32 bytes, or the unprobed blocks."},
     {NULL}};

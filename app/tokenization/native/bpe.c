@@ -46,14 +46,13 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
 
 /* ---- piece cache -------------------------------------------------------------------------- */
 
-#define CACHE_BITS 15
-#define CACHE_KEY 18
+#define CACHE_BITS 16
+#define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
 #define CACHE_IDS 8
 typedef struct {
-    uint64_t hash;
+    uint64_t key[CACHE_WORDS];
     uint32_t owner;
-    uint8_t len, count;
-    uint8_t key[CACHE_KEY];
+    uint8_t len, count, unused[2];
     int32_t ids[CACHE_IDS];
 } Entry; /* 64 bytes: one cache line */
 
@@ -74,15 +73,11 @@ static Entry *thread_cache(void) {
     return c;
 }
 
-static inline uint64_t piece_hash(const uint8_t *p, size_t len) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ len;
-    for (size_t i = 0; i < len; i += 8) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, len - i < 8 ? len - i : 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 29;
-    }
-    return h;
+static inline Entry *cache_slot(Entry *cache, const uint64_t *key, size_t len) {
+    uint64_t h = (key[0] ^ (len << 56)) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ key[1] ^ (h >> 29)) * 0xFF51AFD7ED558CCDull;
+    h = (h ^ key[2] ^ (h >> 31)) * 0xC4CEB9FE1A85EC53ull;
+    return &cache[h >> (64 - CACHE_BITS)];
 }
 
 /* ---- merging ------------------------------------------------------------------------------ */
@@ -202,33 +197,32 @@ long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, S
         out[0] = m->byte_ids[piece[0]];
         return 1;
     }
-    if (m->ignore_merges) {
-        int32_t id = whole_word(m, piece, len);
-        if (id >= 0) {
-            out[0] = id;
-            return 1;
-        }
-    }
-    Entry *cache = len <= CACHE_KEY ? thread_cache() : NULL;
+    uint64_t key[CACHE_WORDS] = {0};
+    Entry *cache = len <= 8 * CACHE_WORDS ? thread_cache() : NULL;
     Entry *e = NULL;
-    uint64_t h = 0;
     if (cache != NULL) {
-        h = piece_hash(piece, len);
-        e = &cache[h >> (64 - CACHE_BITS)];
-        if (e->owner == m->owner && e->hash == h && e->len == len && !memcmp(e->key, piece, len)) {
+        memcpy(key, piece, len);
+        e = cache_slot(cache, key, len);
+        if (e->owner == m->owner && e->len == len && e->key[0] == key[0] && e->key[1] == key[1] &&
+            e->key[2] == key[2]) {
             memcpy(out, e->ids, e->count * sizeof(int32_t));
             return e->count;
         }
     }
-    if (reserve(w, len) < 0) return -1;
-    for (size_t i = 0; i < len; i++) out[i] = m->byte_ids[piece[i]];
-    size_t n = len <= ARRAY_MAX ? merge_in_arrays(m, out, len, w) : merge_with_heap(m, out, len, w);
+    size_t n = 0;
+    int32_t id = m->ignore_merges ? whole_word(m, piece, len) : -1;
+    if (id >= 0) {
+        out[n++] = id;
+    } else {
+        if (reserve(w, len) < 0) return -1;
+        for (size_t i = 0; i < len; i++) out[i] = m->byte_ids[piece[i]];
+        n = len <= ARRAY_MAX ? merge_in_arrays(m, out, len, w) : merge_with_heap(m, out, len, w);
+    }
     if (e != NULL && n <= CACHE_IDS) {
+        memcpy(e->key, key, sizeof(key));
         e->owner = m->owner;
-        e->hash = h;
         e->len = (uint8_t)len;
         e->count = (uint8_t)n;
-        memcpy(e->key, piece, len);
         memcpy(e->ids, out, n * sizeof(int32_t));
     }
     return (long)n;

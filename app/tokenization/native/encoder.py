@@ -20,15 +20,15 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from typing import Any
-from unicodedata import is_normalized
 
 import numpy as np
+import numpy.typing as npt
 
 from app.tokenization.native._native import Encoder
 from app.tokenization.native.nfc import normalized
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from gpu_kernels.char_classes import ClassTable
-from gpu_kernels.payload import Payload
+from gpu_kernels.payload import Payload, windows_normalized
 from gpu_kernels.plan import EncoderPlan
 from gpu_kernels.whole_words import WholeWords
 
@@ -62,7 +62,7 @@ class NativeEncoder:
         words = WholeWords(merges.words if merges.ignore_merges else {})
         self._core = Encoder(
             FAMILIES.index(self.plan.family),
-            table.classes, table.folds, table.kinds, table.probed,
+            table.classes, table.folds, table.kinds, table.nfc, table.probed,
             merges.byte_ids, slots.keys, slots.ranks, slots.merged, slots.shift,
             int(merges.width), merges.ignore_merges,
             words.slots, words.bytes, words.at, words.ids,
@@ -77,13 +77,30 @@ class NativeEncoder:
         payload = self.plan.split.payload(text, utf8=utf8)
         if payload.rewritten:  # a normalizer other than NFC changed it
             return self._declines("the normalizer changes the text")
-        if not payload.assumed or _stretches_normalized(payload):
-            ids = self.ids(payload)
-            ends = self.reference.ends_from_lengths(ids, len(payload.data))
-            return None if ends is None else (ids, ends)
-        found = normalized(text, payload, self.plan.classes)
+        missing = self._core.missing_blocks(payload.data)
+        if missing:  # class blocks to probe first (once per process)
+            with _probe_lock:
+                self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
+        if payload.assumed:
+            found = self._core.nfc_windows(payload.data, payload.span_begin, payload.span_end)
+            if found is None:  # a character Python lacks: the reference's normalizer decides
+                if self.plan.split.payload(text, utf8=utf8, normalize_all=True).rewritten:
+                    return self._declines("NFC changes text with characters Python lacks")
+            elif found:
+                begin, end = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).T
+                if not windows_normalized(payload.data, begin, end):
+                    return self._normalized(payload, begin, end)
+        ids = self.ids(payload)
+        ends = self.reference.ends_from_lengths(ids, len(payload.data))
+        return None if ends is None else (ids, ends)
+
+    def _normalized(
+        self, payload: Payload, begin: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+    ) -> tuple[IdArray, OffsetArray] | None:
+        """Encode of a payload NFC changes in the windows [begin, end)."""
+        found = normalized(payload, begin, end)
         if found is None:
-            return self._declines("NFC changes text next to an added token or unknown")
+            return self._declines("NFC changes text next to an added token")
         nfc, alignment = found
         ids = self.ids(nfc)
         ends = self.reference.ends_from_lengths(ids, len(nfc.data))
@@ -114,12 +131,3 @@ class NativeEncoder:
         with self._lock:
             self._declined[reason] += 1
         return None
-
-
-def _stretches_normalized(payload: Payload) -> bool:
-    """Whether each stretch between added tokens is in NFC (the reference normalizes each
-    alone; a text in NFC may hold a stretch that is not, one opening with a mark)."""
-    data = payload.data
-    starts = [0, *payload.span_end.tolist()]
-    stops = [*payload.span_begin.tolist(), len(data)]
-    return all(is_normalized("NFC", data[a:b].decode()) for a, b in zip(starts, stops, strict=True))

@@ -2,14 +2,14 @@
 
 NFC splits a text before every character it never joins to the one before (``ClassTable.nfc``:
 NFC_BOUNDARY) into parts it normalizes one by one, so the normalized text is the original with
-the few parts NFC changes replaced (``payload.nfc_windows`` finds them: each window reaches
-from the boundary before a character NFC may change to the boundary after; Python's
-``unicodedata`` normalizes each as the engine does, for every character it has: Unicode's
-stability policy).  A token that ends where a window ends, or outside every window, ends at
-the same place in the original text, shifted by what the windows before it gained or lost;
-one that ends inside a changed window has no such place (the reference's offsets put it
-somewhere in the window's characters), so then there is no answer and the caller takes the
-reference.
+the few parts NFC changes replaced (``payload.nfc_windows`` finds them, and the C part the
+same way: each window reaches from the boundary before a character NFC may change to the
+boundary after; Python's ``unicodedata`` normalizes each as the engine does, for every
+character it has: Unicode's stability policy).  A token that ends where a window ends, or
+outside every window, ends at the same place in the original text, shifted by what the
+windows before it gained or lost; one that ends inside a changed window has no such place
+(the reference's offsets put it somewhere in the window's characters), so then there is no
+answer and the caller takes the reference.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from unicodedata import normalize
 import numpy as np
 import numpy.typing as npt
 
-from app.tokenization.reference import OffsetArray, char_to_byte_offsets
-from gpu_kernels.char_classes import BLOCK_BITS, BLOCKS, ClassTable, code_points
-from gpu_kernels.payload import Payload, nfc_windows
+from app.tokenization.reference import OffsetArray
+from gpu_kernels.payload import Payload
 
 _Offsets = npt.NDArray[np.int64]
 
@@ -50,45 +49,37 @@ class Alignment(NamedTuple):
         return moved
 
 
-def normalized(text: str, raw: Payload, classes: ClassTable) -> tuple[Payload, Alignment] | None:
-    """``raw`` (the text's payload, its stretches as they are) with every stretch in NFC, and
-    how it lines up with ``raw``; None when that cannot be told here (a character Python's
-    tables do not have, or a window touching an added token: the reference normalizes each
-    stretch alone)."""
-    points = code_points(text)
-    touched = np.bincount(points >> BLOCK_BITS, minlength=BLOCKS)
-    classes.ensure(np.flatnonzero(touched))
-    char_at = char_to_byte_offsets(text)[:-1].astype(np.int64)
-    windows = nfc_windows(classes.nfc[points], char_at, len(raw.data), np)
-    if windows is None:
-        return None
+def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, Alignment] | None:
+    """``raw`` (a payload, its stretches as they are) with every stretch in NFC, and how the
+    two line up, from the windows [begin, end) where NFC may change it; None when a window
+    touches an added token (the reference normalizes each stretch alone)."""
     data = raw.data
     parts: list[bytes] = []
-    begin: list[int] = []
-    end: list[int] = []
+    starts: list[int] = []
+    stops: list[int] = []
     gained: list[int] = []
     at = total = 0
     span_begin = raw.span_begin.tolist()
-    for a, b in sorted(set(zip(windows[0].tolist(), windows[1].tolist(), strict=True))):
+    for a, b in zip(begin.tolist(), end.tolist(), strict=True):
         k = int(np.searchsorted(raw.span_end, a, side="right"))  # the first span ending after a
-        if a < at or (k < len(span_begin) and span_begin[k] < b):
+        if k < len(span_begin) and span_begin[k] < b:
             return None
         new = normalize("NFC", data[a:b].decode()).encode()
         if new == data[a:b]:
             continue
         parts += [data[at:a], new]
-        begin.append(a + total)
+        starts.append(a + total)
         total += len(new) - (b - a)
-        end.append(b + total)
+        stops.append(b + total)
         gained.append(total)
         at = b
     parts.append(data[at:])
-    alignment = Alignment(*(np.asarray(x, dtype=np.int64) for x in (begin, end, gained)))
+    alignment = Alignment(*(np.asarray(x, dtype=np.int64) for x in (starts, stops, gained)))
     # Spans lie outside every window: each moves by what the windows before it gained.
     before = np.searchsorted(alignment.end - alignment.gained, raw.span_begin, side="right")
     moved = np.where(before > 0, alignment.gained[np.maximum(before - 1, 0)], 0)
     payload = Payload(
         b"".join(parts), raw.span_begin + moved, raw.span_end + moved, raw.added_ids,
-        rewritten=bool(begin), assumed=False,
+        rewritten=bool(starts), assumed=False,
     )  # fmt: skip
     return payload, alignment
