@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,10 @@ class NativeEncoder:
             int(merges.width), merges.ignore_merges,
             words.slots, words.bytes, words.at, words.ids,
         )  # fmt: skip
+        added = reference.tokenizer.get_added_tokens_decoder()
+        self._lengths = _token_lengths(
+            merges.words, {token.content.encode(): i for i, token in added.items()}
+        )
         self._lock = threading.Lock()
         self._declined: Counter[str] = Counter()
         self._texts = 0
@@ -91,7 +96,7 @@ class NativeEncoder:
                 if not windows_normalized(payload.data, begin, end):
                     return self._normalized(payload, begin, end)
         ids = self.ids(payload)
-        ends = self.reference.ends_from_lengths(ids, len(payload.data))
+        ends = self._ends(ids, len(payload.data))
         return None if ends is None else (ids, ends)
 
     def _normalized(
@@ -103,7 +108,7 @@ class NativeEncoder:
             return self._declines("NFC changes text next to an added token")
         nfc, alignment = found
         ids = self.ids(nfc)
-        ends = self.reference.ends_from_lengths(ids, len(nfc.data))
+        ends = self._ends(ids, len(nfc.data))
         ends = alignment.original_ends(ends) if ends is not None else None
         if ends is None:
             return self._declines("a token ends inside a character NFC changed")
@@ -126,8 +131,27 @@ class NativeEncoder:
         with self._lock:
             return {"texts": self._texts, "declined": dict(self._declined)}
 
+    def _ends(self, ids: IdArray, size: int) -> OffsetArray | None:
+        """Each token's end, from the tokens' byte lengths; None (counted: never expected)
+        unless they add up to the ``size`` bytes encoded."""
+        ends = np.cumsum(self._lengths[ids], dtype=np.int32)
+        if (ends[-1] if len(ends) else 0) != size:
+            self._declines("the tokens' bytes do not add up to the text")
+            return None
+        return ends
+
     def _declines(self, reason: str) -> tuple[IdArray, OffsetArray] | None:
         """Counts ``reason``; None (the encode's answer)."""
         with self._lock:
             self._declined[reason] += 1
         return None
+
+
+def _token_lengths(words: Mapping[bytes, int], added: Mapping[bytes, int]) -> IdArray:
+    """The bytes of every id the encoder can give: the vocabulary's byte-level words (which
+    every merge of byte-level symbols is) and the added tokens."""
+    size = max([*words.values(), *added.values()], default=-1) + 1
+    lengths = np.zeros(size, dtype=np.int32)
+    for table in (words, added):
+        lengths[list(table.values())] = [len(token) for token in table]
+    return lengths
