@@ -11,6 +11,14 @@ ratio and the chunk count, and every result is checked against the reference's i
 mismatch exits 1).  ``--threads`` sets ``RAYON_NUM_THREADS`` (the engine's pool, read once at
 start); by default the pool has one thread per core this process may run on.
 
+``--engines`` compares encoders on the same texts instead: the reference, the native encoder
+(``app/tokenization/native``), and the peers of ``peer_encoders`` that cover the tokenizer
+(tiktoken: cl100k, o200k; bpe-qwen: Qwen3), each on one thread (the whole text) and on all
+cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own batch calls),
+with each one's divergences from the reference on the same ``--adversarial`` random
+adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
+encoder's declined strings (sent to the reference) are counted apart.
+
 ``--proxy`` measures the same through HTTP instead: the stand-in upstream (answering with a
 digest of the ids it got) and two ``toksplice serve`` processes, ``--parallel-chunk CHUNK``
 and ``0``, side by side; each first call of a new session (a new generated transcript of the
@@ -52,10 +60,17 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=32 << 10, help="parallel_chunk (bytes)")
     parser.add_argument("--threads", type=int, help="RAYON_NUM_THREADS for the engine's pool")
     parser.add_argument("--proxy", action="store_true", help="first calls through two proxies")
+    parser.add_argument("--engines", action="store_true", help="encoders side by side")
+    parser.add_argument("--adversarial", type=int, default=3000, help="strings per tokenizer")
     args = parser.parse_args()
     if args.threads:
         os.environ["RAYON_NUM_THREADS"] = str(args.threads)
-    failed = proxy_rows(args) if args.proxy else tokenizer_rows(args)
+    if args.engines:
+        from loadtest.bench_engines import engine_rows
+
+        failed = engine_rows(args, _transcript)
+    else:
+        failed = proxy_rows(args) if args.proxy else tokenizer_rows(args)
     if failed:
         raise SystemExit(1)
 
