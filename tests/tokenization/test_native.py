@@ -3,6 +3,7 @@ pieces (the heap merge), real transcripts, threads, and what it must decline or 
 
 from __future__ import annotations
 
+import argparse
 import functools
 import threading
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
+from app.__main__ import _serve_parser, _settings
+from app.config import Settings
 from app.tokenization import SessionTokenizer
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native_route import CpuEncoder
@@ -204,3 +207,17 @@ def test_nfc_windows_are_the_twins(text: str, native: Callable[[str], NativeEnco
     want = sorted(set(zip(windows[0].tolist(), windows[1].tolist(), strict=True)))
     got = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).tolist()
     assert [tuple(w) for w in got] == want
+
+
+def test_the_cpu_encoder_setting() -> None:
+    """``--cpu-encoder`` / ``TOKSPLICE_CPU_ENCODER``: native by default, reference to switch
+    back, anything else refused."""
+    assert Settings.from_env(environ={}).cpu_encoder == "native"
+    environ = {"TOKSPLICE_CPU_ENCODER": "reference"}
+    assert Settings.from_env(environ=environ).cpu_encoder == "reference"
+    with pytest.raises(ValueError, match="cpu_encoder"):
+        Settings.from_env(environ={"TOKSPLICE_CPU_ENCODER": "fast"})
+    parser = argparse.ArgumentParser()
+    _serve_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["serve", "--cpu-encoder", "reference"])
+    assert _settings(args).cpu_encoder == "reference"
