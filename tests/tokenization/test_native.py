@@ -28,10 +28,9 @@ from gpu_kernels.payload import decode, marked, nfc_windows
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential, spliced_texts
+from tests.gpu_kernels.test_twin import dense_texts
 from tests.tokenization.test_chunked import _at_characters
 
-_DENSE = "aZſǅʰ \t\n\r\u00a0\u3000'.(/1٣é\u0301中👍sStTlLrReEvVdDmM"
-dense_texts = st.text(alphabet=_DENSE, max_size=60)
 long_pieces = st.builds(
     lambda run, tail: run + tail,
     st.one_of(
