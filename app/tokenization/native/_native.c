@@ -236,6 +236,7 @@ static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
     w.at = malloc((n + 1) * 4);
     w.starts = malloc((n + 1) * 4);
     w.cls = malloc(n + 1);
+    scratch_init(&w.scratch);
     out = malloc((n + 1) * 4);
     if (!w.cp || !w.at || !w.starts || !w.cls || !out) count = -1;
     size_t at = 0;

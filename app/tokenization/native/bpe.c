@@ -99,13 +99,20 @@ static int reserve(Scratch *w, size_t len) {
     return 0;
 }
 
+void scratch_init(Scratch *w) {
+    memset(w, 0, sizeof(*w));
+    w->cache = thread_cache();
+}
+
 void scratch_free(Scratch *w) {
     free(w->rank);
     free(w->merged);
     free(w->prev);
     free(w->next);
     free(w->heap);
+    void *cache = w->cache;
     memset(w, 0, sizeof(*w));
+    w->cache = cache;
 }
 
 static size_t merge_in_arrays(const Model *m, int32_t *tok, size_t n, Scratch *w) {
@@ -198,7 +205,7 @@ long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, S
         return 1;
     }
     uint64_t key[CACHE_WORDS] = {0};
-    Entry *cache = len <= 8 * CACHE_WORDS ? thread_cache() : NULL;
+    Entry *cache = len <= 8 * CACHE_WORDS ? w->cache : NULL;
     Entry *e = NULL;
     if (cache != NULL) {
         memcpy(key, piece, len);

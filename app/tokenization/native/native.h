@@ -42,8 +42,9 @@ typedef struct {
     uint32_t owner; /* tells this model's entries in a thread's piece cache from others' */
 } Model;
 
-/* Growable per-call buffers of the merge. */
+/* Growable per-call buffers of the merge, and the calling thread's piece cache (NULL: none). */
 typedef struct {
+    void *cache;
     size_t cap;
     int32_t *rank, *merged, *prev, *next;
     uint64_t *heap;
@@ -52,6 +53,7 @@ typedef struct {
 /* Ids of one piece (len > 0 bytes) into out (room for len ids); their count, or -1 when out
  * of memory. */
 long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w);
+void scratch_init(Scratch *w);
 void scratch_free(Scratch *w);
 
 /* Writes the character index of each piece's start to starts (capacity s->n) and returns
