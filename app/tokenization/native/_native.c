@@ -1,10 +1,10 @@
 /* The native encoder's hot loop: decode UTF-8, look classes up, scan pieces, merge each.
  *
  * Encoder(family, classes, folds, kinds, nfc, probed, byte_ids, pair_keys, pair_ranks,
- *         pair_merged, pair_shift, width, ignore_merges, word_slots, word_bytes, word_at,
- *         word_ids)
+ *         pair_merged, width, ignore_merges, word_bytes, word_at, word_ids)
  * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
- * here through the buffer protocol, so no second copy of the rules) and copies the merges.
+ * here through the buffer protocol, so no second copy of the rules) and builds hash tables of
+ * the merges (byte_bpe.MergeTable's sorted arrays) and of the whole words.
  * encode(data, span_begin, span_end, added_ids) returns the ids as int32 bytes, or the list of
  * class blocks the text touches that are not probed yet (the caller probes them and calls
  * again).  Everything after that check runs without the GIL.  nfc_windows(data, span_begin,
@@ -62,13 +62,82 @@ static void *copied(PyObject *obj, Py_ssize_t size, Py_ssize_t *n) {
     return out;
 }
 
+static int bits_for(Py_ssize_t n) { /* a table of 2^bits slots, at least twice n */
+    int bits = 1;
+    while (((Py_ssize_t)1 << bits) < 2 * n + 1) bits++;
+    return bits;
+}
+
+/* The merges as an open-addressing table: keys hash as in byte_bpe.PairSlots. */
+static int build_pairs(Model *m, PyObject *keys, PyObject *ranks, PyObject *merged) {
+    Py_ssize_t n_keys = 0, n_ranks = 0, n_merged = 0;
+    int64_t *k = copied(keys, 8, &n_keys);
+    int64_t *r = k ? copied(ranks, 8, &n_ranks) : NULL;
+    int32_t *g = r ? copied(merged, 4, &n_merged) : NULL;
+    int ok = g != NULL;
+    if (ok && (n_keys != n_ranks || n_keys != n_merged)) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent merge arrays");
+        ok = 0;
+    }
+    int bits = bits_for(n_keys);
+    if (ok && (m->pairs = PyMem_Malloc(((size_t)1 << bits) * sizeof(PairSlot))) == NULL) {
+        PyErr_NoMemory();
+        ok = 0;
+    }
+    if (ok) {
+        m->pair_mask = ((uint64_t)1 << bits) - 1;
+        m->pair_shift = 64 - bits;
+        for (uint64_t s = 0; s <= m->pair_mask; s++) m->pairs[s] = (PairSlot){-1, 0, 0};
+        for (Py_ssize_t i = 0; i < n_keys; i++) {
+            uint64_t s = ((uint64_t)k[i] * 0x9E3779B97F4A7C15ull) >> m->pair_shift;
+            while (m->pairs[s].key >= 0) s = (s + 1) & m->pair_mask;
+            m->pairs[s] = (PairSlot){k[i], (int32_t)r[i], g[i]};
+        }
+    }
+    PyMem_Free(k);
+    PyMem_Free(r);
+    PyMem_Free(g);
+    return ok ? 0 : -1;
+}
+
+/* The whole words (word_bytes[at[e]:at[e + 1]] -> ids[e]) as an FNV-1a table (whole_words). */
+static int build_words(Model *m, PyObject *bytes, PyObject *at, PyObject *ids) {
+    Py_ssize_t n_bytes = 0, n_at = 0, n_ids = 0;
+    m->word_bytes = copied(bytes, 1, &n_bytes);
+    m->word_at = m->word_bytes ? copied(at, 8, &n_at) : NULL;
+    m->word_ids = m->word_at ? copied(ids, 4, &n_ids) : NULL;
+    if (m->word_ids == NULL) return -1;
+    if (n_at < 1 || n_ids != n_at - 1 || m->word_at[n_at - 1] > n_bytes) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent whole-word arrays");
+        return -1;
+    }
+    int bits = bits_for(n_ids);
+    if ((m->word_slots = PyMem_Malloc(((size_t)1 << bits) * sizeof(int32_t))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->word_mask = ((uint64_t)1 << bits) - 1;
+    for (uint64_t s = 0; s <= m->word_mask; s++) m->word_slots[s] = -1;
+    m->word_max = 0;
+    for (Py_ssize_t e = 0; e < n_ids; e++) {
+        int64_t len = m->word_at[e + 1] - m->word_at[e];
+        if (len > m->word_max) m->word_max = len;
+        uint64_t h = 0xCBF29CE484222325ull;
+        for (int64_t i = 0; i < len; i++) h = (h ^ m->word_bytes[m->word_at[e] + i]) * 0x100000001B3ull;
+        uint64_t s = h & m->word_mask;
+        while (m->word_slots[s] >= 0) s = (s + 1) & m->word_mask;
+        m->word_slots[s] = (int32_t)e;
+    }
+    return 0;
+}
+
 static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
-    PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *slots, *wbytes, *wat, *wids;
-    int shift, ignore;
+    PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *wbytes, *wat, *wids;
+    int ignore;
     long long width;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOOOiLpOOOO", &e->family, &t[0], &t[1], &t[2], &t[3],
-                          &t[4], &byte_ids, &keys, &ranks, &merged, &shift, &width, &ignore, &slots,
-                          &wbytes, &wat, &wids))
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOLpOOO", &e->family, &t[0], &t[1], &t[2], &t[3],
+                          &t[4], &byte_ids, &keys, &ranks, &merged, &width, &ignore, &wbytes,
+                          &wat, &wids))
         return -1;
     encoder_clear(e);
     if (e->family < 0 || e->family >= N_FAMILIES) {
@@ -84,50 +153,19 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         }
     }
     Model *m = &e->model;
-    Py_ssize_t n_bytes = 0, n_keys = 0, n_ranks = 0, n_merged = 0, n_slots = 0, n_words = 0,
-               n_at = 0, n_ids = 0;
+    Py_ssize_t n_bytes = 0;
     int32_t *ids = copied(byte_ids, 4, &n_bytes);
     if (ids == NULL) return -1;
     memcpy(m->byte_ids, ids, (n_bytes < 256 ? n_bytes : 256) * 4);
     PyMem_Free(ids);
-    int64_t *k = copied(keys, 8, &n_keys);
-    int32_t *r = k ? copied(ranks, 4, &n_ranks) : NULL;
-    int32_t *g = r ? copied(merged, 4, &n_merged) : NULL;
-    if (g != NULL && (n_bytes != 256 || n_keys != n_ranks || n_keys != n_merged ||
-                      (n_keys & (n_keys - 1)) || n_keys < 2)) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent merge arrays");
-        PyMem_Free(g);
-        g = NULL;
-    }
-    if (g != NULL && (m->pairs = PyMem_Malloc(n_keys * sizeof(PairSlot))) == NULL) {
-        PyErr_NoMemory();
-        PyMem_Free(g);
-        g = NULL;
-    }
-    if (g != NULL)
-        for (Py_ssize_t i = 0; i < n_keys; i++) m->pairs[i] = (PairSlot){k[i], r[i], g[i]};
-    PyMem_Free(k);
-    PyMem_Free(r);
-    PyMem_Free(g);
-    if (m->pairs == NULL) return -1;
-    m->pair_mask = (uint64_t)n_keys - 1;
-    m->pair_shift = shift;
-    m->width = width;
-    m->ignore_merges = ignore;
-    m->word_slots = copied(slots, 4, &n_slots);
-    m->word_bytes = m->word_slots ? copied(wbytes, 1, &n_words) : NULL;
-    m->word_at = m->word_bytes ? copied(wat, 8, &n_at) : NULL;
-    m->word_ids = m->word_at ? copied(wids, 4, &n_ids) : NULL;
-    if (m->word_ids == NULL) return -1;
-    if ((n_slots & (n_slots - 1)) || n_at < 1 || n_ids < n_at - 1) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent whole-word arrays");
+    if (n_bytes != 256) {
+        PyErr_SetString(PyExc_ValueError, "byte ids: 256 of them");
         return -1;
     }
-    m->word_mask = (uint64_t)n_slots - 1;
-    m->word_max = 0;
-    for (Py_ssize_t i = 0; i + 1 < n_at; i++)
-        if (m->word_at[i + 1] - m->word_at[i] > m->word_max)
-            m->word_max = m->word_at[i + 1] - m->word_at[i];
+    m->width = width;
+    m->ignore_merges = ignore;
+    if (build_pairs(m, keys, ranks, merged) < 0 || build_words(m, wbytes, wat, wids) < 0)
+        return -1;
     m->owner = atomic_fetch_add(&next_owner, 1);
     return 0;
 }

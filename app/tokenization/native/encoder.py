@@ -31,7 +31,6 @@ from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import Payload, windows_normalized
 from gpu_kernels.plan import EncoderPlan
-from gpu_kernels.whole_words import WholeWords
 
 FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3")
 """The scanners of ``scan.c``, in the order of its family codes."""
@@ -59,14 +58,15 @@ class NativeEncoder:
         self.reference = reference
         self.plan = EncoderPlan(reference.tokenizer, classes or shared_classes())
         table, merges = self.plan.classes, self.plan.merges
-        slots = merges.pair_slots()
-        words = WholeWords(merges.words if merges.ignore_merges else {})
+        words = merges.words if merges.ignore_merges else {}
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         self._core = Encoder(
             FAMILIES.index(self.plan.family),
             table.classes, table.folds, table.kinds, table.nfc, table.probed,
-            merges.byte_ids, slots.keys, slots.ranks, slots.merged, slots.shift,
+            merges.byte_ids, merges.pair_keys, merges.pair_ranks, merges.pair_merged,
             int(merges.width), merges.ignore_merges,
-            words.slots, words.bytes, words.at, words.ids,
+            b"".join(words), np.concatenate(([0], np.cumsum(lengths))),
+            np.fromiter(words.values(), dtype=np.int32, count=len(words)),
         )  # fmt: skip
         added = reference.tokenizer.get_added_tokens_decoder()
         self._lengths = _token_lengths(
