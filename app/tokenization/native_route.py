@@ -23,9 +23,13 @@ def native_encoder(reference: ReferenceEncoder, choice: CpuEncoder) -> NativeIds
     if choice == "reference":
         return None
     # Imported here: gpu_kernels builds on app.tokenization, whose package imports this module.
-    from app.tokenization.native.encoder import NativeEncoder
     from gpu_kernels import UnsupportedTokenizer
 
+    try:
+        from app.tokenization.native.encoder import NativeEncoder
+    except ImportError as exc:  # a checkout whose C extensions are not built
+        log.warning("native encoder off (%s): build it with pip install -e .", exc)
+        return None
     try:
         return NativeEncoder(reference)
     except UnsupportedTokenizer as exc:
