@@ -1,4 +1,5 @@
-"""Builds the one C extension (the incremental BPE hot loop); everything else is in pyproject."""
+"""Builds the C extensions (the incremental BPE hot loop, the native encoder); everything else
+is in pyproject."""
 
 from setuptools import Extension, setup
 
@@ -8,6 +9,12 @@ setup(
             "app.tokenization.incremental_bpe._core",
             ["app/tokenization/incremental_bpe/_core.c"],
             extra_compile_args=["-O3", "-g", "-std=c11"],
-        )
+        ),
+        Extension(
+            "app.tokenization.native._native",
+            [f"app/tokenization/native/{name}.c" for name in ("_native", "scan", "bpe")],
+            depends=["app/tokenization/native/native.h"],
+            extra_compile_args=["-O3", "-g", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
     ]
 )

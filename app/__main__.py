@@ -20,6 +20,7 @@ from pathlib import Path
 
 from app import assets
 from app.config import DIALECTS, Settings, Timeouts
+from app.tokenization.native_route import CPU_ENCODERS
 
 DEMO_CONTEXT = 8192
 
@@ -180,6 +181,12 @@ def _serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="texts encoded whole on the CPU are cut at stable cuts into chunks of about this "
         "many bytes, encoded in parallel on every core; 0: in one piece (default 32768)",
     )
+    add(
+        "--cpu-encoder",
+        choices=CPU_ENCODERS,
+        help="engine of whole-text encodes on the CPU: native (exact, for the covered "
+        "families) or reference (default native)",
+    )
     add("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -214,6 +221,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             "admin_key",
             "gpu_cold_start",
             "parallel_chunk",
+            "cpu_encoder",
         )
     }
     if args.read_timeout is not None:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from app.tokenization.chunked import PARALLEL_CHUNK
+from app.tokenization.native_route import CPU_ENCODERS, CpuEncoder
 from app.upstream.output import ToolFormat
 
 DIALECTS = (
@@ -121,6 +122,10 @@ class Settings:
     """Texts encoded whole on the CPU (cold starts, long new stretches) are cut at proven stable
     cuts into chunks of about this many bytes, encoded in parallel on every core; 0: in one
     piece."""
+    cpu_encoder: CpuEncoder = "native"
+    """Engine of the CPU's whole-text encodes (cold starts, fallbacks, new stretches):
+    "native" (exact, in C, for the families it covers; the reference for the others and for
+    text its normalizer changes) or "reference" (Hugging Face ``tokenizers`` always)."""
     admin_key: str | None = None
     """Key for /metrics and /debug/* when not bound to a loopback host (``Authorization:
     Bearer <key>`` or ``x-admin-key``)."""
@@ -179,6 +184,8 @@ class Settings:
             raise ValueError("gpu_cold_start must be 0 (off) or a byte count")
         if self.parallel_chunk < 0:
             raise ValueError("parallel_chunk must be 0 (one piece) or a byte count")
+        if self.cpu_encoder not in CPU_ENCODERS:
+            raise ValueError(f"cpu_encoder must be one of {', '.join(CPU_ENCODERS)}")
         if not 0.0 < self.shadow_cpu <= 1.0:
             raise ValueError("shadow_cpu must be above 0 and at most 1")
         if self.shadow_queue < 1 or self.trace_ring < 1:

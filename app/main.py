@@ -107,6 +107,7 @@ async def _build_service(
         store=store,
         gpu_cold_start=settings.gpu_cold_start,
         parallel_chunk=settings.parallel_chunk,
+        cpu_encoder=settings.cpu_encoder,
     )
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)

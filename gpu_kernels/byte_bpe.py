@@ -11,6 +11,7 @@ advance together, which is what a GPU thread (or warp) per piece does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -93,10 +94,14 @@ class MergeTable:
     @functools.cached_property
     def words(self) -> dict[bytes, int]:
         """The vocabulary as byte strings (entries with a non-byte-level symbol left out)."""
+        # Each symbol becomes the Latin-1 character of its byte, any other character one that
+        # Latin-1 cannot encode (so the entry is left out).
+        table = {ord(char): chr(byte) for char, byte in self._to_bytes.items()}
+        table |= {c: "\uffff" for c in range(256) if chr(c) not in self._to_bytes}
         out: dict[bytes, int] = {}
         for token, i in self._vocab.items():
-            if all(char in self._to_bytes for char in token):
-                out[bytes(self._to_bytes[char] for char in token)] = i
+            with contextlib.suppress(UnicodeEncodeError):
+                out[token.translate(table).encode("latin-1")] = i
         return out
 
     def merge(self, pieces: Sequence[bytes]) -> list[IdArray]:

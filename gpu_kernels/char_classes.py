@@ -82,6 +82,11 @@ class ClassTable:
         self.version = 0
         """Bumped whenever a block is probed (device copies of the arrays are then stale)."""
 
+    @property
+    def probed(self) -> npt.NDArray[np.bool_]:
+        """Which blocks are probed (read-only to callers: ``ensure`` fills blocks in)."""
+        return self._probed
+
     def lookup(self, code_points: CodePoints) -> CharCodes:
         """The class, fold and kind codes of ``code_points``."""
         self.ensure(np.unique(code_points >> BLOCK_BITS))

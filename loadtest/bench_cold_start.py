@@ -11,7 +11,16 @@ ratio and the chunk count, and every result is checked against the reference's i
 mismatch exits 1).  ``--threads`` sets ``RAYON_NUM_THREADS`` (the engine's pool, read once at
 start); by default the pool has one thread per core this process may run on.
 
-``--proxy`` measures the same through HTTP instead: the stand-in upstream (answering with a
+``--engines`` compares encoders on the same texts instead: the reference, the native encoder
+(``app/tokenization/native``), and the peers of ``peer_encoders`` that cover the tokenizer
+(tiktoken: cl100k, o200k; bpe-qwen: Qwen3), each on one thread (the whole text) and on all
+cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own batch calls),
+with each one's divergences from the reference on the same ``--adversarial`` random
+adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
+encoder's declined strings (sent to the reference) are counted apart.
+
+``--proxy`` measures the same through HTTP instead (with ``--engines``: both proxies chunked,
+one ``--cpu-encoder native``, the other ``reference``): the stand-in upstream (answering with a
 digest of the ids it got) and two ``toksplice serve`` processes, ``--parallel-chunk CHUNK``
 and ``0``, side by side; each first call of a new session (a new generated transcript of the
 size, Qwen3, its special-token lookalikes defused) goes to both, alternating which goes first;
@@ -52,10 +61,19 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=32 << 10, help="parallel_chunk (bytes)")
     parser.add_argument("--threads", type=int, help="RAYON_NUM_THREADS for the engine's pool")
     parser.add_argument("--proxy", action="store_true", help="first calls through two proxies")
+    parser.add_argument("--engines", action="store_true", help="encoders side by side")
+    parser.add_argument("--adversarial", type=int, default=3000, help="strings per tokenizer")
     args = parser.parse_args()
     if args.threads:
         os.environ["RAYON_NUM_THREADS"] = str(args.threads)
-    failed = proxy_rows(args) if args.proxy else tokenizer_rows(args)
+    if args.proxy:
+        failed = proxy_rows(args)
+    elif args.engines:
+        from loadtest.bench_engines import engine_rows
+
+        failed = engine_rows(args, _transcript)
+    else:
+        failed = tokenizer_rows(args)
     if failed:
         raise SystemExit(1)
 
@@ -129,7 +147,8 @@ def proxy_rows(args: argparse.Namespace) -> bool:
     reference = Tokenizer.from_file(str(folder / "tokenizer.json"))
     up_port = free_port()
     upstream = f"http://127.0.0.1:{up_port}"
-    print("| chars | calls | chunks: proxy-added p50 ms | one piece: p50 ms | ratio | routes |")
+    mine, theirs = ("native", "reference") if args.engines else ("chunks", "one piece")
+    print(f"| chars | calls | {mine}: proxy-added p50 ms | {theirs}: p50 ms | ratio | routes |")
     print("|---|---|---|---|---|---|")
     failed = False
     with contextlib.ExitStack() as stack, httpx.Client(timeout=600) as client:
@@ -137,9 +156,14 @@ def proxy_rows(args: argparse.Namespace) -> bool:
             process(standin_args(folder, up_port, "--echo-digest"), upstream + "/health")
         )
         urls = {}
-        for label, chunk in (("chunks", args.chunk), ("one", 0)):
+        # --engines: both chunked, "chunks" native and "one" the reference; else both native,
+        # "chunks" chunked and "one" in one piece.
+        for label, chunk, engine in (
+            ("chunks", args.chunk, "native"),
+            ("one", args.chunk if args.engines else 0, "reference" if args.engines else "native"),
+        ):
             port = free_port()
-            extra = ("--parallel-chunk", str(chunk), "--shadow-rate", "0")
+            extra = ("--parallel-chunk", str(chunk), "--shadow-rate", "0", "--cpu-encoder", engine)
             url = f"http://127.0.0.1:{port}"
             stack.enter_context(
                 process(serve_args(upstream, folder, "qwen3", port, *extra), url + "/health")

@@ -10,13 +10,18 @@ induction from the last cut, ``tok(T[c_k:]) == tok(T[c_k:c_{k+1}]) + tok(T[c_{k+
 every k, and ``tok(T)`` is the chunks' encodes one after another.  The rules are the ones repair
 relies on, proven position by position in ``tests/tokenization/test_boundaries.py``; where no
 cut is found the chunk simply grows, so a text without any stays one piece.
+
+With a native encoder (``native.encoder``) the chunks go to it, on a thread pool (it runs
+without the GIL); a chunk it declines, and every chunk without one, goes to the reference.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
-from typing import NamedTuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -35,18 +40,42 @@ class Encoded(NamedTuple):
     """Each token's end in bytes."""
     chunks: int
     """How many chunks were encoded in parallel; 0 when the text went whole."""
+    native_bytes: int = 0
+    """Bytes the native encoder encoded (the rest went to the reference)."""
+
+
+class NativeIds(Protocol):
+    """``native.encoder.NativeEncoder``, as seen from here."""
+
+    def encode(
+        self, text: str, utf8: bytes | None = None
+    ) -> tuple[IdArray, OffsetArray] | None: ...
+
+    def stats(self) -> dict[str, object]: ...
+
+
+_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="native-chunks")
+"""The threads the native encoder's chunks run on (one per core; it holds no GIL)."""
 
 
 class ChunkedEncoder:
     """The reference encode of a text, in chunks of ~``chunk_bytes`` encoded in parallel when
-    the text holds at least two of them; thread-safe."""
+    the text holds at least two of them; thread-safe.  ``native``: an encoder whose ids equal
+    the reference's (or None where it declines), used first."""
 
-    def __init__(self, reference: ReferenceEncoder, rules: CutRules, chunk_bytes: int) -> None:
+    def __init__(
+        self,
+        reference: ReferenceEncoder,
+        rules: CutRules,
+        chunk_bytes: int,
+        native: NativeIds | None = None,
+    ) -> None:
         if chunk_bytes < 0:
             raise ValueError("chunk_bytes must be 0 (one piece) or a byte count")
         self.reference = reference
         self.rules = rules
         self.chunk_bytes = chunk_bytes
+        self.native = native
         self._lock = threading.Lock()
         self._texts = self._chunks = 0
 
@@ -56,22 +85,44 @@ class ChunkedEncoder:
         cuts = self.cuts(data)
         if len(cuts) <= 2:
             whole = text if text is not None else data.decode("utf-8")
+            native = self._native(whole, data)
+            if native is not None:
+                return Encoded(*native, chunks=0, native_bytes=len(data))
             return Encoded(*self.reference.encode(whole), chunks=0)
         spans = list(itertools.pairwise(cuts))
         with self._lock:
             self._texts += 1
             self._chunks += len(spans)
-        parts = self.reference.encode_many([data[a:b].decode("utf-8") for a, b in spans])
+        texts = [data[a:b].decode("utf-8") for a, b in spans]
+        found: list[tuple[IdArray, OffsetArray] | None] = [None] * len(spans)
+        if self.native is not None:
+            found = list(_POOL.map(lambda t: self._native(t, None), texts))
+        native_bytes = sum(b - a for (a, b), part in zip(spans, found, strict=True) if part)
+        rest = [i for i, part in enumerate(found) if part is None]
+        for i, part in zip(rest, self.reference.encode_many([texts[i] for i in rest]), strict=True):
+            found[i] = part
+        parts = [part for part in found if part is not None]
         ids = np.concatenate([part_ids for part_ids, _ in parts])
         ends = np.concatenate(
             [part_ends + np.int32(a) for (a, _), (_, part_ends) in zip(spans, parts, strict=True)]
         )
-        return Encoded(ids, ends, len(spans))
+        return Encoded(ids, ends, len(spans), native_bytes)
 
-    def stats(self) -> dict[str, int]:
-        """Texts encoded in chunks so far, and their chunks."""
+    def _native(self, text: str, data: bytes | None) -> tuple[IdArray, OffsetArray] | None:
+        """The native encoder's ids and ends of ``text`` (``data``: its UTF-8, if at hand),
+        or None where there is none or it declines."""
+        return self.native.encode(text, data) if self.native is not None else None
+
+    def stats(self) -> dict[str, object]:
+        """Texts encoded in chunks so far, and their chunks; the native encoder's figures."""
         with self._lock:
-            return {"chunk_bytes": self.chunk_bytes, "texts": self._texts, "chunks": self._chunks}
+            figures: dict[str, object] = {
+                "chunk_bytes": self.chunk_bytes, "texts": self._texts, "chunks": self._chunks,
+            }  # fmt: skip
+        figures["engine"] = "native" if self.native is not None else "reference"
+        if self.native is not None:
+            figures["native"] = self.native.stats()
+        return figures
 
     def cuts(self, data: bytes) -> list[int]:
         """0, the chunks' cuts and ``len(data)``: each cut the first stable one found at least

@@ -69,6 +69,8 @@ class Plan:
     stats: SearchStats = field(default_factory=SearchStats)
     chunks: int = 0
     """Chunks of fresh text the assembly encoded in parallel (``chunked``)."""
+    native_bytes: int = 0
+    """Bytes of fresh text the native encoder encoded (``chunked``)."""
 
     @property
     def reused_runs(self) -> int:
@@ -134,6 +136,7 @@ class Repairer:
                 ids.append(fresh.ids)
                 ends.append(fresh.ends + np.int32(part.start))
                 plan.chunks += fresh.chunks
+                plan.native_bytes += fresh.native_bytes
             at += len(ids[-1])
         return old.extended(new, keep, ids, ends), CopiedIds(old.ids, tuple(runs))
 

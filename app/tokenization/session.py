@@ -26,10 +26,11 @@ from app.errors import InvalidTextError
 from app.pieced_text import EncodedPieces, PiecedText, joined
 from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
-from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder
+from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder, NativeIds
 from app.tokenization.diff import common_prefix
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.growable import Growable
+from app.tokenization.native_route import CpuEncoder, native_encoder
 from app.tokenization.reference import CopiedIds, IdArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.spec import TokenizerSpec, load_spec
@@ -73,6 +74,9 @@ class Encoding:
     parallel_chunks: int = 0
     """Chunks the reference encoded in parallel for this call (``chunked``); 0 when every
     text it encoded went whole."""
+    native_bytes: int = 0
+    """Bytes of ``encoded_bytes`` the native encoder encoded (``native``); the rest went to
+    the reference."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,8 @@ class _Outcome:
     """Stretches of the state's ids copied from the stored ones."""
     chunks: int = 0
     """Chunks encoded in parallel (``Encoding.parallel_chunks``)."""
+    native_bytes: int = 0
+    """Bytes the native encoder encoded (``Encoding.native_bytes``)."""
 
 
 class SessionTokenizer:
@@ -106,7 +112,10 @@ class SessionTokenizer:
         parallel_chunk: int = PARALLEL_CHUNK,
         appender: BpeAppender | None = None,
         gpu: GpuColdStarts | None = None,
+        native: NativeIds | None = None,
     ) -> None:
+        """``native``: the exact native encoder of a proven family (``native_encoder``), used
+        for every text encoded whole or in chunks, the reference where it declines."""
         self.reference = reference
         self.gpu = gpu
         self.spec = spec
@@ -114,7 +123,9 @@ class SessionTokenizer:
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
         # Proven families get both: long texts encoded in parallel chunks, and repair.
         self._chunked = (
-            ChunkedEncoder(reference, CutRules(spec), parallel_chunk) if spec.proven else None
+            ChunkedEncoder(reference, CutRules(spec), parallel_chunk, native)
+            if spec.proven
+            else None
         )
         self._repairer = (
             Repairer(
@@ -131,16 +142,25 @@ class SessionTokenizer:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, gpu_cold_start: int = 0, **options: Any
+        cls,
+        path: str | Path,
+        *,
+        gpu_cold_start: int = 0,
+        cpu_encoder: CpuEncoder = "native",
+        **options: Any,
     ) -> SessionTokenizer:
         """Load a tokenizer.json; keyword options as for the constructor.  ``gpu_cold_start``:
-        cold starts of at least that many bytes go to the GPU when there is one (0: never)."""
+        cold starts of at least that many bytes go to the GPU when there is one (0: never).
+        ``cpu_encoder``: "native" encodes on the CPU natively where the family is covered,
+        "reference" always with the reference."""
         spec = load_spec(path)
         if not spec.proven and "appender" not in options:
             options["appender"] = BpeAppender.for_file(path)
         reference = ReferenceEncoder.from_file(path)
         if "gpu" not in options:
             options["gpu"] = gpu_cold_starts(reference.tokenizer, gpu_cold_start)
+        if "native" not in options and spec.proven:
+            options["native"] = native_encoder(reference, cpu_encoder)
         return cls(reference, spec, **options)
 
     def encode(
@@ -277,7 +297,9 @@ class SessionTokenizer:
             return self._full(text, data, plan, "no stable cut in window")
         state, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
-        return _Outcome(state, route, plan, copied=copied, chunks=plan.chunks)
+        return _Outcome(
+            state, route, plan, copied=copied, chunks=plan.chunks, native_bytes=plan.native_bytes
+        )
 
     def _full(
         self, pieced: str | PiecedText, data: bytes, plan: Plan | None, fallback: str
@@ -293,7 +315,10 @@ class SessionTokenizer:
         if self._chunked is not None:
             encoded = self._chunked.encode(data, text)
             state = SessionState.grown(data, Growable.of((encoded.ids, encoded.ends)))
-            return _Outcome(state, "full", plan, fallback, chunks=encoded.chunks)
+            return _Outcome(
+                state, "full", plan, fallback, chunks=encoded.chunks,
+                native_bytes=encoded.native_bytes,
+            )  # fmt: skip
         state = SessionState.grown(data, Growable.of(self.reference.encode(text)))
         if self._appender is not None:
             self._appender.remember(state, text)
@@ -355,6 +380,7 @@ class SessionTokenizer:
                 self._counts["search_misses"] += stats.misses
                 self._counts["cuts_rejected_by_stored_ends"] += stats.rejected
             self._counts["encoded_bytes"] += encoded
+            self._counts["native_bytes"] += outcome.native_bytes
             self._counts["reused_tokens"] += reused
         return Encoding(
             ids=ids,
@@ -368,6 +394,7 @@ class SessionTokenizer:
             lookup_s=looked_up,
             window=window,
             parallel_chunks=outcome.chunks,
+            native_bytes=outcome.native_bytes,
         )
 
 

@@ -155,5 +155,5 @@ def test_session_cold_starts_and_long_fresh_text_in_chunks(
     enc = tok.encode(text + " and a short append.", session="c/1")
     assert enc.route == "append" and enc.parallel_chunks == 0
     stats = tok.explain()["parallel_chunks"]
-    assert stats == {"chunk_bytes": 2048, "texts": 2, "chunks": stats["chunks"]}
+    assert (stats["chunk_bytes"], stats["texts"], stats["engine"]) == (2048, 2, "native")
     assert stats["chunks"] > 30

@@ -1,0 +1,1 @@
+"""The native exact full encoder (``encoder.NativeEncoder``; C in ``_native``)."""

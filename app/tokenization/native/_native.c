@@ -1,0 +1,416 @@
+/* The native encoder's hot loop: decode UTF-8, look classes up, scan pieces, merge each.
+ *
+ * Encoder(family, classes, folds, kinds, nfc, probed, byte_ids, pair_keys, pair_ranks,
+ *         pair_merged, width, ignore_merges, word_bytes, word_at, word_ids)
+ * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
+ * here through the buffer protocol, so no second copy of the rules) and builds hash tables of
+ * the merges (byte_bpe.MergeTable's sorted arrays) and of the whole words.
+ * encode(data, span_begin, span_end, added_ids) returns the ids as int32 bytes, or the list of
+ * class blocks the text touches that are not probed yet (the caller probes them and calls
+ * again).  Everything after that check runs without the GIL.  nfc_windows(data, span_begin,
+ * span_end) finds where NFC might change the text (payload.nfc_windows, sequentially).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native.h"
+
+#define BLOCK_BITS 12
+#define BLOCKS ((0x110000 >> BLOCK_BITS) + 1)
+
+enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, N_TABLES };
+enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN }; /* gpu_kernels.char_classes */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer tables[N_TABLES];
+    int held;
+    int family;
+    Model model;
+} Encoder;
+
+static atomic_uint next_owner = 1;
+
+static void encoder_clear(Encoder *e) {
+    for (int i = 0; i < e->held; i++) PyBuffer_Release(&e->tables[i]);
+    e->held = 0;
+    PyMem_Free(e->model.pairs);
+    PyMem_Free(e->model.word_slots);
+    PyMem_Free(e->model.word_bytes);
+    PyMem_Free(e->model.word_at);
+    PyMem_Free(e->model.word_ids);
+    memset(&e->model, 0, sizeof(e->model));
+}
+
+/* A copy of a C-contiguous buffer of n items of size bytes each; NULL with an error set. */
+static void *copied(PyObject *obj, Py_ssize_t size, Py_ssize_t *n) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    void *out = NULL;
+    if (view.len % size)
+        PyErr_SetString(PyExc_ValueError, "array of the wrong item size");
+    else if ((out = PyMem_Malloc(view.len ? view.len : 1)) == NULL)
+        PyErr_NoMemory();
+    else {
+        memcpy(out, view.buf, view.len);
+        *n = view.len / size;
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static int bits_for(Py_ssize_t n) { /* a table of 2^bits slots, at least twice n */
+    int bits = 1;
+    while (((Py_ssize_t)1 << bits) < 2 * n + 1) bits++;
+    return bits;
+}
+
+/* The merges as an open-addressing table: keys hash as in byte_bpe.PairSlots. */
+static int build_pairs(Model *m, PyObject *keys, PyObject *ranks, PyObject *merged) {
+    Py_ssize_t n_keys = 0, n_ranks = 0, n_merged = 0;
+    int64_t *k = copied(keys, 8, &n_keys);
+    int64_t *r = k ? copied(ranks, 8, &n_ranks) : NULL;
+    int32_t *g = r ? copied(merged, 4, &n_merged) : NULL;
+    int ok = g != NULL;
+    if (ok && (n_keys != n_ranks || n_keys != n_merged)) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent merge arrays");
+        ok = 0;
+    }
+    int bits = bits_for(n_keys);
+    if (ok && (m->pairs = PyMem_Malloc(((size_t)1 << bits) * sizeof(PairSlot))) == NULL) {
+        PyErr_NoMemory();
+        ok = 0;
+    }
+    if (ok) {
+        m->pair_mask = ((uint64_t)1 << bits) - 1;
+        m->pair_shift = 64 - bits;
+        for (uint64_t s = 0; s <= m->pair_mask; s++) m->pairs[s] = (PairSlot){-1, 0, 0};
+        for (Py_ssize_t i = 0; i < n_keys; i++) {
+            uint64_t s = ((uint64_t)k[i] * 0x9E3779B97F4A7C15ull) >> m->pair_shift;
+            while (m->pairs[s].key >= 0) s = (s + 1) & m->pair_mask;
+            m->pairs[s] = (PairSlot){k[i], (int32_t)r[i], g[i]};
+        }
+    }
+    PyMem_Free(k);
+    PyMem_Free(r);
+    PyMem_Free(g);
+    return ok ? 0 : -1;
+}
+
+/* The whole words (word_bytes[at[e]:at[e + 1]] -> ids[e]) as an FNV-1a table (whole_words). */
+static int build_words(Model *m, PyObject *bytes, PyObject *at, PyObject *ids) {
+    Py_ssize_t n_bytes = 0, n_at = 0, n_ids = 0;
+    m->word_bytes = copied(bytes, 1, &n_bytes);
+    m->word_at = m->word_bytes ? copied(at, 8, &n_at) : NULL;
+    m->word_ids = m->word_at ? copied(ids, 4, &n_ids) : NULL;
+    if (m->word_ids == NULL) return -1;
+    if (n_at < 1 || n_ids != n_at - 1 || m->word_at[n_at - 1] > n_bytes) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent whole-word arrays");
+        return -1;
+    }
+    int bits = bits_for(n_ids);
+    if ((m->word_slots = PyMem_Malloc(((size_t)1 << bits) * sizeof(int32_t))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->word_mask = ((uint64_t)1 << bits) - 1;
+    for (uint64_t s = 0; s <= m->word_mask; s++) m->word_slots[s] = -1;
+    m->word_max = 0;
+    for (Py_ssize_t e = 0; e < n_ids; e++) {
+        int64_t len = m->word_at[e + 1] - m->word_at[e];
+        if (len > m->word_max) m->word_max = len;
+        uint64_t h = 0xCBF29CE484222325ull;
+        for (int64_t i = 0; i < len; i++) h = (h ^ m->word_bytes[m->word_at[e] + i]) * 0x100000001B3ull;
+        uint64_t s = h & m->word_mask;
+        while (m->word_slots[s] >= 0) s = (s + 1) & m->word_mask;
+        m->word_slots[s] = (int32_t)e;
+    }
+    return 0;
+}
+
+static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
+    PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *wbytes, *wat, *wids;
+    int ignore;
+    long long width;
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOLpOOO", &e->family, &t[0], &t[1], &t[2], &t[3],
+                          &t[4], &byte_ids, &keys, &ranks, &merged, &width, &ignore, &wbytes,
+                          &wat, &wids))
+        return -1;
+    encoder_clear(e);
+    if (e->family < 0 || e->family >= N_FAMILIES) {
+        PyErr_SetString(PyExc_ValueError, "unknown family");
+        return -1;
+    }
+    for (int i = 0; i < N_TABLES; i++) {
+        if (PyObject_GetBuffer(t[i], &e->tables[i], PyBUF_C_CONTIGUOUS) < 0) return -1;
+        e->held++;
+        if (e->tables[i].len != (i == T_PROBED ? BLOCKS : 0x110001)) {
+            PyErr_SetString(PyExc_ValueError, "class table of the wrong size");
+            return -1;
+        }
+    }
+    Model *m = &e->model;
+    Py_ssize_t n_bytes = 0;
+    int32_t *ids = copied(byte_ids, 4, &n_bytes);
+    if (ids == NULL) return -1;
+    memcpy(m->byte_ids, ids, (n_bytes < 256 ? n_bytes : 256) * 4);
+    PyMem_Free(ids);
+    if (n_bytes != 256) {
+        PyErr_SetString(PyExc_ValueError, "byte ids: 256 of them");
+        return -1;
+    }
+    m->width = width;
+    m->ignore_merges = ignore;
+    if (build_pairs(m, keys, ranks, merged) < 0 || build_words(m, wbytes, wat, wids) < 0)
+        return -1;
+    m->owner = atomic_fetch_add(&next_owner, 1);
+    return 0;
+}
+
+static void Encoder_dealloc(Encoder *e) {
+    encoder_clear(e);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* Code point of the UTF-8 character at data[i] (valid UTF-8: it came from str.encode) and
+ * its width. */
+static inline uint32_t decode_at(const uint8_t *d, size_t i, int *width) {
+    uint8_t b = d[i];
+    if (b < 0x80) { *width = 1; return b; }
+    if (b < 0xE0) { *width = 2; return ((uint32_t)(b & 0x1F) << 6) | (d[i + 1] & 0x3F); }
+    if (b < 0xF0) {
+        *width = 3;
+        return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(d[i + 1] & 0x3F) << 6) | (d[i + 2] & 0x3F);
+    }
+    *width = 4;
+    return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(d[i + 1] & 0x3F) << 12) |
+           ((uint32_t)(d[i + 2] & 0x3F) << 6) | (d[i + 3] & 0x3F);
+}
+
+typedef struct {
+    uint32_t *cp, *at, *starts;
+    uint8_t *cls;
+    Scratch scratch;
+} Work;
+
+static void work_free(Work *w) {
+    free(w->cp);
+    free(w->at);
+    free(w->starts);
+    free(w->cls);
+    scratch_free(&w->scratch);
+}
+
+/* Ids of data[a:b], a stretch without added tokens, appended at out; their count or -1. */
+static long encode_stretch(const Encoder *e, const uint8_t *data, size_t a, size_t b, Work *w,
+                           int32_t *out) {
+    const uint8_t *classes = e->tables[T_CLASSES].buf;
+    size_t n = 0;
+    for (size_t i = a; i < b; n++) {
+        int width;
+        uint32_t c = decode_at(data, i, &width);
+        w->cp[n] = c;
+        w->cls[n] = classes[c];
+        w->at[n] = (uint32_t)(i - a);
+        i += width;
+    }
+    w->at[n] = (uint32_t)(b - a);
+    Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf, n};
+    size_t pieces = scan_pieces(e->family, &s, w->starts);
+    w->starts[pieces] = (uint32_t)n;
+    long count = 0;
+    for (size_t p = 0; p < pieces; p++) {
+        size_t first = w->at[w->starts[p]], last = w->at[w->starts[p + 1]];
+        long got = bpe_piece(&e->model, data + a + first, last - first, out + count, &w->scratch);
+        if (got < 0) return -1;
+        count += got;
+    }
+    return count;
+}
+
+static PyObject *unprobed_blocks(const Encoder *e, const uint8_t *data, size_t n) {
+    const uint8_t *probed = e->tables[T_PROBED].buf;
+    uint8_t seen[BLOCKS] = {0};
+    if (n) seen[0] = !probed[0];
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] < 0xC0) continue;
+        int width;
+        uint32_t block = decode_at(data, i, &width) >> BLOCK_BITS;
+        seen[block] = !probed[block];
+    }
+    PyObject *missing = PyList_New(0);
+    for (int b = 0; missing != NULL && b < BLOCKS; b++) {
+        if (!seen[b]) continue;
+        PyObject *v = PyLong_FromLong(b);
+        if (v == NULL || PyList_Append(missing, v) < 0) Py_CLEAR(missing);
+        Py_XDECREF(v);
+    }
+    return missing;
+}
+
+static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
+    Py_buffer text, begin, end, added;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*", &text, &begin, &end, &added)) return NULL;
+    PyObject *result = NULL;
+    size_t n = (size_t)text.len, spans = (size_t)begin.len / 8;
+    const uint8_t *data = text.buf;
+    const int64_t *sb = begin.buf, *se = end.buf;
+    const int32_t *ids = added.buf;
+    if ((size_t)end.len != 8 * spans || (size_t)added.len != 4 * spans || n >= UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "spans, ids or text of the wrong size");
+        goto done;
+    }
+    result = unprobed_blocks(e, data, n);
+    if (result == NULL || PyList_GET_SIZE(result) > 0) goto done;
+    Py_CLEAR(result);
+    Work w = {0};
+    int32_t *out = NULL;
+    long count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    w.cp = malloc((n + 1) * 4);
+    w.at = malloc((n + 1) * 4);
+    w.starts = malloc((n + 1) * 4);
+    w.cls = malloc(n + 1);
+    scratch_init(&w.scratch);
+    out = malloc((n + 1) * 4);
+    if (!w.cp || !w.at || !w.starts || !w.cls || !out) count = -1;
+    size_t at = 0;
+    for (size_t k = 0; count >= 0 && k <= spans; k++) {
+        size_t stop = k < spans ? (size_t)sb[k] : n;
+        if (stop < at || stop > n || (k < spans && ((size_t)se[k] <= stop || (size_t)se[k] > n))) {
+            count = -2;
+            break;
+        }
+        long got = stop > at ? encode_stretch(e, data, at, stop, &w, out + count) : 0;
+        if (got < 0) {
+            count = -1;
+            break;
+        }
+        count += got;
+        if (k < spans) {
+            out[count++] = ids[k];
+            at = (size_t)se[k];
+        }
+    }
+    work_free(&w);
+    Py_END_ALLOW_THREADS
+    if (count == -2)
+        PyErr_SetString(PyExc_ValueError, "added-token spans out of order");
+    else if (count < 0)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize((const char *)out, count * 4);
+    free(out);
+done:
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&begin);
+    PyBuffer_Release(&end);
+    PyBuffer_Release(&added);
+    return result;
+}
+
+/* Byte windows [begin, end) around each character NFC may join to the one before, from the
+ * last NFC boundary before it to the first after (added-token spans count as one boundary
+ * character each); None when a character is NFC_UNKNOWN.  The blocks must be probed. */
+static PyObject *Encoder_nfc_windows(Encoder *e, PyObject *args) {
+    Py_buffer text, begin, end;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &text, &begin, &end)) return NULL;
+    const uint8_t *nfc = e->tables[T_NFC].buf, *data = text.buf;
+    const int64_t *sb = begin.buf, *se = end.buf;
+    size_t n = (size_t)text.len, spans = (size_t)begin.len / 8, k = 0, count = 0, cap = 16;
+    int64_t *out = PyMem_Malloc(2 * cap * sizeof(int64_t));
+    int64_t bound = 0, open = -1; /* the last boundary's byte offset; the open window's start */
+    int unknown = 0;
+    for (size_t i = 0; out != NULL && i <= n;) {
+        int width = 1, code = NFC_BOUNDARY;
+        size_t next;
+        if (i == n) {
+            next = n + 1;
+        } else if (k < spans && (size_t)sb[k] == i) {
+            next = (size_t)se[k++];
+        } else {
+            code = nfc[decode_at(data, i, &width)];
+            next = i + width;
+        }
+        if (code == NFC_UNKNOWN) {
+            unknown = 1;
+            break;
+        }
+        if (code == NFC_BOUNDARY) {
+            if (open >= 0) {
+                if (count == cap) {
+                    cap *= 2;
+                    int64_t *grown = PyMem_Realloc(out, 2 * cap * sizeof(int64_t));
+                    if (grown == NULL) PyMem_Free(out);
+                    out = grown;
+                    if (out == NULL) break;
+                }
+                out[2 * count] = open;
+                out[2 * count++ + 1] = (int64_t)(i < n ? i : n);
+                open = -1;
+            }
+            bound = (int64_t)i;
+        } else if (open < 0) {
+            open = bound;
+        }
+        i = next;
+    }
+    PyObject *result = NULL;
+    if (out == NULL)
+        PyErr_NoMemory();
+    else if (unknown)
+        result = Py_NewRef(Py_None);
+    else
+        result = PyBytes_FromStringAndSize((const char *)out, count * 2 * sizeof(int64_t));
+    PyMem_Free(out);
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&begin);
+    PyBuffer_Release(&end);
+    return result;
+}
+
+static PyObject *Encoder_missing_blocks(Encoder *e, PyObject *arg) {
+    Py_buffer text;
+    if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = unprobed_blocks(e, text.buf, (size_t)text.len);
+    PyBuffer_Release(&text);
+    return result;
+}
+
+static PyMethodDef Encoder_methods[] = {
+    {"missing_blocks", (PyCFunction)Encoder_missing_blocks, METH_O,
+     "The class blocks the UTF-8 text touches that are not probed yet."},
+    {"nfc_windows", (PyCFunction)Encoder_nfc_windows, METH_VARARGS,
+     "(begin, end) byte pairs, int64, where NFC may change the text; None if unknown."},
+    {"encode", (PyCFunction)Encoder_encode, METH_VARARGS,
+     "Ids of (data, span_begin, span_end, added_ids) as int32 bytes, or the unprobed blocks."},
+    {NULL}};
+
+static PyTypeObject EncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "app.tokenization.native._native.Encoder",
+    .tp_basicsize = sizeof(Encoder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Encoder_init,
+    .tp_dealloc = (destructor)Encoder_dealloc,
+    .tp_methods = Encoder_methods,
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&EncoderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&native_module);
+    if (!m) return NULL;
+    Py_INCREF(&EncoderType);
+    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

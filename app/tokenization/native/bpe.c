@@ -1,0 +1,236 @@
+/* Byte-level BPE of one piece, as the reference merges: the adjacent pair of lowest merge rank,
+ * the leftmost among equals, until no pair has a rank (gpu_kernels.byte_bpe says why one pair
+ * at a time).  Short pieces merge in arrays (a scan per merge); long ones through a heap of
+ * (rank, position) with stale entries skipped, so a 10 MB piece costs O(n log n), not O(n^2).
+ * Results of short pieces are kept in a per-thread cache (no lock: each thread has its own).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native.h"
+
+#define NO_RANK INT32_MAX
+#define ARRAY_MAX 96 /* pieces up to this many bytes merge in arrays */
+#define PAIR_HASH 0x9E3779B97F4A7C15ull
+#define FNV_OFFSET 0xCBF29CE484222325ull
+#define FNV_PRIME 0x100000001B3ull
+
+/* ---- merge table ------------------------------------------------------------------------ */
+
+static inline int32_t pair_rank(const Model *m, int32_t a, int32_t b, int32_t *merged) {
+    int64_t key = (int64_t)a * m->width + b;
+    uint64_t slot = ((uint64_t)key * PAIR_HASH) >> m->pair_shift;
+    for (;; slot = (slot + 1) & m->pair_mask) {
+        const PairSlot *p = &m->pairs[slot];
+        if (p->key == key) {
+            *merged = p->merged;
+            return p->rank;
+        }
+        if (p->key < 0) return NO_RANK;
+    }
+}
+
+static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
+    if ((int64_t)len > m->word_max) return -1;
+    uint64_t h = FNV_OFFSET;
+    for (size_t i = 0; i < len; i++) h = (h ^ piece[i]) * FNV_PRIME;
+    for (uint64_t slot = h & m->word_mask;; slot = (slot + 1) & m->word_mask) {
+        int32_t e = m->word_slots[slot];
+        if (e < 0) return -1;
+        if (m->word_at[e + 1] - m->word_at[e] == (int64_t)len &&
+            memcmp(m->word_bytes + m->word_at[e], piece, len) == 0)
+            return m->word_ids[e];
+    }
+}
+
+/* ---- piece cache -------------------------------------------------------------------------- */
+
+#define CACHE_BITS 16
+#define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
+#define CACHE_IDS 8
+typedef struct {
+    uint64_t key[CACHE_WORDS];
+    uint32_t owner;
+    uint8_t len, count, unused[2];
+    int32_t ids[CACHE_IDS];
+} Entry; /* 64 bytes: one cache line */
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static void make_key(void) { pthread_key_create(&cache_key, free); }
+
+static Entry *thread_cache(void) {
+    pthread_once(&cache_once, make_key);
+    Entry *c = pthread_getspecific(cache_key);
+    if (c == NULL) {
+        c = calloc((size_t)1 << CACHE_BITS, sizeof(Entry));
+        if (c != NULL && pthread_setspecific(cache_key, c) != 0) {
+            free(c);
+            c = NULL;
+        }
+    }
+    return c;
+}
+
+static inline Entry *cache_slot(Entry *cache, const uint64_t *key, size_t len) {
+    uint64_t h = (key[0] ^ (len << 56)) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ key[1] ^ (h >> 29)) * 0xFF51AFD7ED558CCDull;
+    h = (h ^ key[2] ^ (h >> 31)) * 0xC4CEB9FE1A85EC53ull;
+    return &cache[h >> (64 - CACHE_BITS)];
+}
+
+/* ---- merging ------------------------------------------------------------------------------ */
+
+static int reserve(Scratch *w, size_t len) {
+    if (len <= w->cap) return 0;
+    size_t cap = len > 2 * w->cap ? len : 2 * w->cap;
+    scratch_free(w);
+    w->rank = malloc(cap * sizeof(int32_t));
+    w->merged = malloc(cap * sizeof(int32_t));
+    w->prev = malloc(cap * sizeof(int32_t));
+    w->next = malloc(cap * sizeof(int32_t));
+    w->heap = malloc(3 * cap * sizeof(uint64_t));
+    if (!w->rank || !w->merged || !w->prev || !w->next || !w->heap) {
+        scratch_free(w);
+        return -1;
+    }
+    w->cap = cap;
+    return 0;
+}
+
+void scratch_init(Scratch *w) {
+    memset(w, 0, sizeof(*w));
+    w->cache = thread_cache();
+}
+
+void scratch_free(Scratch *w) {
+    free(w->rank);
+    free(w->merged);
+    free(w->prev);
+    free(w->next);
+    free(w->heap);
+    void *cache = w->cache;
+    memset(w, 0, sizeof(*w));
+    w->cache = cache;
+}
+
+static size_t merge_in_arrays(const Model *m, int32_t *tok, size_t n, Scratch *w) {
+    int32_t *rank = w->rank, *merged = w->merged;
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = pair_rank(m, tok[i], tok[i + 1], &merged[i]);
+    while (n > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rank[i] < rank[best]) best = i;
+        if (rank[best] == NO_RANK) break;
+        tok[best] = merged[best];
+        size_t tail = n - best - 2;
+        memmove(tok + best + 1, tok + best + 2, tail * sizeof(int32_t));
+        memmove(rank + best + 1, rank + best + 2, (tail ? tail - 1 : 0) * sizeof(int32_t));
+        memmove(merged + best + 1, merged + best + 2, (tail ? tail - 1 : 0) * sizeof(int32_t));
+        n--;
+        if (best > 0) rank[best - 1] = pair_rank(m, tok[best - 1], tok[best], &merged[best - 1]);
+        if (best + 1 < n) rank[best] = pair_rank(m, tok[best], tok[best + 1], &merged[best]);
+    }
+    return n;
+}
+
+static void heap_push(uint64_t *heap, size_t *size, uint64_t v) {
+    size_t i = (*size)++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (heap[up] <= v) break;
+        heap[i] = heap[up];
+        i = up;
+    }
+    heap[i] = v;
+}
+
+static uint64_t heap_pop(uint64_t *heap, size_t *size) {
+    uint64_t top = heap[0], last = heap[--(*size)];
+    size_t i = 0, n = *size;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap[c + 1] < heap[c]) c++;
+        if (heap[c] >= last) break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (n) heap[i] = last;
+    return top;
+}
+
+#define END UINT32_MAX
+static inline void push_pair(const Model *m, const int32_t *tok, Scratch *w, size_t *size,
+                             uint32_t at) {
+    int32_t merged;
+    uint32_t nx = (uint32_t)w->next[at];
+    if (nx == END) return;
+    int32_t r = pair_rank(m, tok[at], tok[nx], &merged);
+    if (r != NO_RANK) heap_push(w->heap, size, ((uint64_t)(uint32_t)r << 32) | at);
+}
+
+/* Same order of merges as merge_in_arrays: the heap's least (rank, position) first, the
+ * positions being the pieces' first bytes, which keep their order. */
+static size_t merge_with_heap(const Model *m, int32_t *tok, size_t n, Scratch *w) {
+    size_t size = 0;
+    for (size_t i = 0; i < n; i++) {
+        w->prev[i] = i ? (int32_t)(i - 1) : (int32_t)END;
+        w->next[i] = i + 1 < n ? (int32_t)(i + 1) : (int32_t)END;
+    }
+    for (size_t i = 0; i + 1 < n; i++) push_pair(m, tok, w, &size, (uint32_t)i);
+    while (size) {
+        uint64_t top = heap_pop(w->heap, &size);
+        uint32_t at = (uint32_t)top, nx = (uint32_t)w->next[at];
+        int32_t merged = 0;
+        if (tok[at] < 0 || nx == END) continue;
+        if ((uint32_t)pair_rank(m, tok[at], tok[nx], &merged) != (uint32_t)(top >> 32)) continue;
+        tok[at] = merged;
+        tok[nx] = -1;
+        w->next[at] = w->next[nx];
+        if ((uint32_t)w->next[nx] != END) w->prev[w->next[nx]] = (int32_t)at;
+        if ((uint32_t)w->prev[at] != END) push_pair(m, tok, w, &size, (uint32_t)w->prev[at]);
+        push_pair(m, tok, w, &size, at);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tok[i] >= 0) tok[k++] = tok[i];
+    return k;
+}
+
+long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w) {
+    if (len == 1) {
+        out[0] = m->byte_ids[piece[0]];
+        return 1;
+    }
+    uint64_t key[CACHE_WORDS] = {0};
+    Entry *cache = len <= 8 * CACHE_WORDS ? w->cache : NULL;
+    Entry *e = NULL;
+    if (cache != NULL) {
+        memcpy(key, piece, len);
+        e = cache_slot(cache, key, len);
+        if (e->owner == m->owner && e->len == len && e->key[0] == key[0] && e->key[1] == key[1] &&
+            e->key[2] == key[2]) {
+            memcpy(out, e->ids, e->count * sizeof(int32_t));
+            return e->count;
+        }
+    }
+    size_t n = 0;
+    int32_t id = m->ignore_merges ? whole_word(m, piece, len) : -1;
+    if (id >= 0) {
+        out[n++] = id;
+    } else {
+        if (reserve(w, len) < 0) return -1;
+        for (size_t i = 0; i < len; i++) out[i] = m->byte_ids[piece[i]];
+        n = len <= ARRAY_MAX ? merge_in_arrays(m, out, len, w) : merge_with_heap(m, out, len, w);
+    }
+    if (e != NULL && n <= CACHE_IDS) {
+        memcpy(e->key, key, sizeof(key));
+        e->owner = m->owner;
+        e->len = (uint8_t)len;
+        e->count = (uint8_t)n;
+        memcpy(e->ids, out, n * sizeof(int32_t));
+    }
+    return (long)n;
+}

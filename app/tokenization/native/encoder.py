@@ -1,0 +1,157 @@
+"""The native CPU encoder: a full exact encode in C, for the families the GPU path covers.
+
+The stages are the cold-start path's (``gpu_kernels.twin``): added tokens split first
+(``gpu_kernels.payload.AddedSplit``), then per stretch between them the UTF-8 decoded, each
+character's class looked up in ``gpu_kernels.char_classes.ClassTable`` (the same arrays,
+probed from the reference's regex engine, read by the C code in place), the split pattern run
+as a sequential matcher (``scan.c``), and byte-level BPE per piece (``bpe.c``: the merges of
+``gpu_kernels.byte_bpe.MergeTable.pair_slots``, a per-thread piece cache, whole words first
+where the vocabulary has ``ignore_merges``).  The C part runs without the GIL, so chunks of one
+text (``chunked``) encode on every core.
+
+Text that NFC changes is normalized first, as the reference does, and the tokens' ends moved
+back to the original text (``nfc``).  Where it cannot be sure of ids or ends it declines
+(``encode`` returns None, the reason counted) and the caller takes the reference; a tokenizer
+``EncoderPlan`` refuses it does not take at all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.tokenization.native._native import Encoder
+from app.tokenization.native.nfc import normalized
+from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
+from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.payload import Payload, windows_normalized
+from gpu_kernels.plan import EncoderPlan
+
+FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3")
+"""The scanners of ``scan.c``, in the order of its family codes."""
+
+_shared_classes: ClassTable | None = None
+_classes_lock = threading.Lock()
+_probe_lock = threading.Lock()
+
+
+def shared_classes() -> ClassTable:
+    """One class table per process: it depends on the engine only, and probing costs."""
+    global _shared_classes
+    with _classes_lock:
+        if _shared_classes is None:
+            _shared_classes = ClassTable()
+        return _shared_classes
+
+
+class NativeEncoder:
+    """``encode(text)`` equals ``reference.encode(text)`` (ids and byte ends), or is None
+    (declined); thread-safe, and encodes in parallel across threads."""
+
+    def __init__(self, reference: ReferenceEncoder, classes: ClassTable | None = None) -> None:
+        """Raises ``gpu_kernels.UnsupportedTokenizer`` for a tokenizer it does not cover."""
+        self.reference = reference
+        self.plan = EncoderPlan(reference.tokenizer, classes or shared_classes())
+        table, merges = self.plan.classes, self.plan.merges
+        words = merges.words if merges.ignore_merges else {}
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        self._core = Encoder(
+            FAMILIES.index(self.plan.family),
+            table.classes, table.folds, table.kinds, table.nfc, table.probed,
+            merges.byte_ids, merges.pair_keys, merges.pair_ranks, merges.pair_merged,
+            int(merges.width), merges.ignore_merges,
+            b"".join(words), np.concatenate(([0], np.cumsum(lengths))),
+            np.fromiter(words.values(), dtype=np.int32, count=len(words)),
+        )  # fmt: skip
+        added = reference.tokenizer.get_added_tokens_decoder()
+        self._lengths = _token_lengths(
+            merges.words, {token.content.encode(): i for i, token in added.items()}
+        )
+        self._lock = threading.Lock()
+        self._declined: Counter[str] = Counter()
+        self._texts = 0
+
+    def encode(self, text: str, utf8: bytes | None = None) -> tuple[IdArray, OffsetArray] | None:
+        """The ids of ``text`` (``utf8``: its UTF-8 when the caller has it) and each token's
+        end in its bytes, or None (declined)."""
+        payload = self.plan.split.payload(text, utf8=utf8)
+        if payload.rewritten:  # a normalizer other than NFC changed it
+            return self._declines("the normalizer changes the text")
+        missing = self._core.missing_blocks(payload.data)
+        if missing:  # class blocks to probe first (once per process)
+            with _probe_lock:
+                self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
+        if payload.assumed:
+            found = self._core.nfc_windows(payload.data, payload.span_begin, payload.span_end)
+            if found is None:  # a character Python lacks: the reference's normalizer decides
+                if self.plan.split.payload(text, utf8=utf8, normalize_all=True).rewritten:
+                    return self._declines("NFC changes text with characters Python lacks")
+            elif found:
+                begin, end = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).T
+                if not windows_normalized(payload.data, begin, end):
+                    return self._normalized(payload, begin, end)
+        ids = self.ids(payload)
+        ends = self._ends(ids, len(payload.data))
+        return None if ends is None else (ids, ends)
+
+    def _normalized(
+        self, payload: Payload, begin: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+    ) -> tuple[IdArray, OffsetArray] | None:
+        """Encode of a payload NFC changes in the windows [begin, end)."""
+        found = normalized(payload, begin, end)
+        if found is None:
+            return self._declines("NFC changes text next to an added token")
+        nfc, alignment = found
+        ids = self.ids(nfc)
+        ends = self._ends(ids, len(nfc.data))
+        ends = alignment.original_ends(ends) if ends is not None else None
+        if ends is None:
+            return self._declines("a token ends inside a character NFC changed")
+        return ids, ends
+
+    def ids(self, payload: Payload) -> IdArray:
+        """The ids of a payload (added tokens split off, every stretch normalized)."""
+        args = (payload.data, payload.span_begin, payload.span_end, payload.added_ids)
+        result = self._core.encode(*args)
+        while isinstance(result, list):  # class blocks to probe first (once per process)
+            with _probe_lock:
+                self.plan.classes.ensure(np.asarray(result, dtype=np.int64))
+            result = self._core.encode(*args)
+        with self._lock:
+            self._texts += 1
+        return np.frombuffer(result, dtype=np.int32)
+
+    def stats(self) -> dict[str, Any]:
+        """Texts encoded, and those declined by reason."""
+        with self._lock:
+            return {"texts": self._texts, "declined": dict(self._declined)}
+
+    def _ends(self, ids: IdArray, size: int) -> OffsetArray | None:
+        """Each token's end, from the tokens' byte lengths; None (counted: never expected)
+        unless they add up to the ``size`` bytes encoded."""
+        ends = np.cumsum(self._lengths[ids], dtype=np.int32)
+        if (ends[-1] if len(ends) else 0) != size:
+            self._declines("the tokens' bytes do not add up to the text")
+            return None
+        return ends
+
+    def _declines(self, reason: str) -> tuple[IdArray, OffsetArray] | None:
+        """Counts ``reason``; None (the encode's answer)."""
+        with self._lock:
+            self._declined[reason] += 1
+        return None
+
+
+def _token_lengths(words: Mapping[bytes, int], added: Mapping[bytes, int]) -> IdArray:
+    """The bytes of every id the encoder can give: the vocabulary's byte-level words (which
+    every merge of byte-level symbols is) and the added tokens."""
+    size = max([*words.values(), *added.values()], default=-1) + 1
+    lengths = np.zeros(size, dtype=np.int32)
+    for table in (words, added):
+        lengths[list(table.values())] = [len(token) for token in table]
+    return lengths

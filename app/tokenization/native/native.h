@@ -1,0 +1,63 @@
+/* Shared between the pre-tokenizer scanners (scan.c) and the encoder (_native.c). */
+#ifndef TOKSPLICE_NATIVE_H
+#define TOKSPLICE_NATIVE_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* gpu_kernels.char_classes: class codes, kind codes, fold codes. */
+enum { C_NL, C_SP, C_WS, C_L, C_N, C_AP, C_P };
+enum { K_NONE, K_UPPER, K_LOWER, K_OTHER_LETTER, K_MARK, K_SYMBOL };
+enum { F_NONE, F_S, F_T, F_R, F_E, F_V, F_M, F_L, F_D };
+
+/* Pre-tokenizer families, in the order of encoder.FAMILIES. */
+enum { FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, N_FAMILIES };
+
+/* One stretch of text (between added tokens) as the scanners read it: its code points and
+ * their class codes (classes[cp]); folds and kinds are looked up through the tables. */
+typedef struct {
+    const uint32_t *cp;
+    const uint8_t *cls;
+    const uint8_t *folds; /* per code point */
+    const uint8_t *kinds; /* per code point */
+    size_t n;
+} Stretch;
+
+/* The BPE model: byte ids, merges as an open-addressing pair table (byte_bpe.PairSlots) and,
+ * for ignore_merges vocabularies, the whole words (whole_words.WholeWords). */
+typedef struct { int64_t key; int32_t rank, merged; } PairSlot;
+
+typedef struct {
+    int32_t byte_ids[256];
+    PairSlot *pairs;
+    uint64_t pair_mask;
+    int pair_shift;
+    int64_t width;
+    int ignore_merges;
+    int32_t *word_slots;
+    uint64_t word_mask;
+    uint8_t *word_bytes;
+    int64_t *word_at;
+    int32_t *word_ids;
+    int64_t word_max;
+    uint32_t owner; /* tells this model's entries in a thread's piece cache from others' */
+} Model;
+
+/* Growable per-call buffers of the merge, and the calling thread's piece cache (NULL: none). */
+typedef struct {
+    void *cache;
+    size_t cap;
+    int32_t *rank, *merged, *prev, *next;
+    uint64_t *heap;
+} Scratch;
+
+/* Ids of one piece (len > 0 bytes) into out (room for len ids); their count, or -1 when out
+ * of memory. */
+long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w);
+void scratch_init(Scratch *w);
+void scratch_free(Scratch *w);
+
+/* Writes the character index of each piece's start to starts (capacity s->n) and returns
+ * how many pieces there are. */
+size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
+
+#endif

@@ -1,0 +1,85 @@
+"""The NFC of a text as the reference normalizes it, and its tokens' ends in the original.
+
+NFC splits a text before every character it never joins to the one before (``ClassTable.nfc``:
+NFC_BOUNDARY) into parts it normalizes one by one, so the normalized text is the original with
+the few parts NFC changes replaced (``payload.nfc_windows`` finds them, and the C part the
+same way: each window reaches from the boundary before a character NFC may change to the
+boundary after; Python's ``unicodedata`` normalizes each as the engine does, for every
+character it has: Unicode's stability policy).  A token that ends where a window ends, or
+outside every window, ends at the same place in the original text, shifted by what the
+windows before it gained or lost; one that ends inside a changed window has no such place
+(the reference's offsets put it somewhere in the window's characters), so then there is no
+answer and the caller takes the reference.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+from unicodedata import normalize
+
+import numpy as np
+import numpy.typing as npt
+
+from app.tokenization.reference import OffsetArray
+from gpu_kernels.payload import Payload
+
+_Offsets = npt.NDArray[np.int64]
+
+
+class Alignment(NamedTuple):
+    """The changed windows: ``begin``/``end`` in the normalized bytes, ``gained`` the bytes
+    NFC added (negative: removed) up to and including each."""
+
+    begin: _Offsets
+    end: _Offsets
+    gained: _Offsets
+
+    def original_ends(self, ends: OffsetArray) -> OffsetArray | None:
+        """``ends`` (in the normalized bytes) moved to the original's; None when one of them
+        falls inside a changed window."""
+        if not len(self.begin):
+            return ends
+        at = np.maximum(np.searchsorted(self.begin, ends, side="right") - 1, 0)
+        begin, end = self.begin[at], self.end[at]
+        if np.any((ends > begin) & (ends < end)):
+            return None
+        done = np.where(ends >= end, at + 1, at)  # windows wholly at or before each end
+        shift = np.where(done > 0, self.gained[np.maximum(done - 1, 0)], 0)
+        moved: OffsetArray = (ends - shift).astype(np.int32)
+        return moved
+
+
+def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, Alignment] | None:
+    """``raw`` (a payload, its stretches as they are) with every stretch in NFC, and how the
+    two line up, from the windows [begin, end) where NFC may change it; None when a window
+    touches an added token (the reference normalizes each stretch alone)."""
+    data = raw.data
+    parts: list[bytes] = []
+    starts: list[int] = []
+    stops: list[int] = []
+    gained: list[int] = []
+    at = total = 0
+    span_begin = raw.span_begin.tolist()
+    for a, b in zip(begin.tolist(), end.tolist(), strict=True):
+        k = int(np.searchsorted(raw.span_end, a, side="right"))  # the first span ending after a
+        if k < len(span_begin) and span_begin[k] < b:
+            return None
+        new = normalize("NFC", data[a:b].decode()).encode()
+        if new == data[a:b]:
+            continue
+        parts += [data[at:a], new]
+        starts.append(a + total)
+        total += len(new) - (b - a)
+        stops.append(b + total)
+        gained.append(total)
+        at = b
+    parts.append(data[at:])
+    alignment = Alignment(*(np.asarray(x, dtype=np.int64) for x in (starts, stops, gained)))
+    # Spans lie outside every window: each moves by what the windows before it gained.
+    before = np.searchsorted(alignment.end - alignment.gained, raw.span_begin, side="right")
+    moved = np.where(before > 0, alignment.gained[np.maximum(before - 1, 0)], 0)
+    payload = Payload(
+        b"".join(parts), raw.span_begin + moved, raw.span_end + moved, raw.added_ids,
+        rewritten=bool(starts), assumed=False,
+    )  # fmt: skip
+    return payload, alignment

@@ -1,0 +1,229 @@
+/* The split patterns of the covered families as sequential matchers over one stretch.
+ *
+ * Each matcher tries the pattern's alternatives at position i in order, with the regex
+ * engine's greedy-then-backtrack choices spelled out, and returns where the match ends; the
+ * next search starts there.  The character classes are those of gpu_kernels.char_classes
+ * (probed from the reference's own regex engine), so the matchers ask the same questions of
+ * the same table as the GPU predicates (gpu_kernels.piece_starts), and the tests hold both to
+ * the reference.  Positions at or past the stretch's end read as "no class": a stretch ends
+ * where the text or an added token does, and the reference pre-tokenizes each alone.
+ */
+#include "native.h"
+
+#define CLS(i) ((i) < s->n ? s->cls[i] : 255)
+#define CP(i) ((i) < s->n ? s->cp[i] : 0x110000u)
+#define KIND(i) ((i) < s->n ? s->kinds[s->cp[i]] : K_NONE)
+#define FOLD(i) ((i) < s->n ? s->folds[s->cp[i]] : F_NONE)
+
+static inline int is_space(uint8_t c) { return c <= C_WS; }
+static inline int is_punct(uint8_t c) { return c == C_AP || c == C_P; } /* [^\s\p{L}\p{N}] */
+
+static size_t run_of(const Stretch *s, size_t i, uint8_t cls) {
+    while (i < s->n && s->cls[i] == cls) i++;
+    return i;
+}
+
+static size_t punct_run(const Stretch *s, size_t i) {
+    while (i < s->n && is_punct(s->cls[i])) i++;
+    return i;
+}
+
+/* Length of a case-insensitive contraction ('s 't 're 've 'm 'll 'd) at i, or 0. */
+static size_t contraction(const Stretch *s, size_t i) {
+    if (CP(i) != '\'') return 0;
+    uint8_t a = FOLD(i + 1), b = FOLD(i + 2);
+    if (a == F_S || a == F_T || a == F_M || a == F_D) return 2;
+    if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L)) return 3;
+    return 0;
+}
+
+/* GPT-2's contractions are case-sensitive. */
+static size_t exact_contraction(const Stretch *s, size_t i) {
+    if (CP(i) != '\'') return 0;
+    uint32_t a = CP(i + 1), b = CP(i + 2);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    return 0;
+}
+
+/* \s*[\r\n]+ (with newlines) | \s+(?!\S) | \s+ at i, a whitespace character; the stretch
+ * ends at n. */
+static size_t whitespace(const Stretch *s, size_t i, size_t n, int newlines) {
+    size_t b = i, last_nl = n;
+    while (b < n && is_space(s->cls[b])) {
+        if (newlines && s->cls[b] == C_NL) last_nl = b;
+        b++;
+    }
+    if (last_nl < n) return last_nl + 1; /* \s* backs off to the last newline */
+    if (b == n) return n;                /* (?!\S) holds at the end */
+    if (b - 1 > i) return b - 1;         /* hands its last character to what follows */
+    return b;
+}
+
+/* cl100k / Llama-3 (digits = 3) and Qwen2 (digits = 1). */
+static size_t cl100k_match(const Stretch *s, size_t i, size_t digits) {
+    uint8_t c = s->cls[i];
+    size_t m = contraction(s, i);
+    if (m) return i + m;
+    if (c != C_NL && c != C_L && c != C_N && CLS(i + 1) == C_L) return run_of(s, i + 1, C_L);
+    if (c == C_L) return run_of(s, i, C_L);
+    if (c == C_N) {
+        size_t e = i;
+        while (e < s->n && s->cls[e] == C_N && e - i < digits) e++;
+        return e;
+    }
+    size_t p = (s->cp[i] == ' ' && is_punct(CLS(i + 1))) ? i + 1 : i;
+    if (is_punct(CLS(p))) {
+        size_t e = punct_run(s, p);
+        return run_of(s, e, C_NL);
+    }
+    return whitespace(s, i, s->n, 1);
+}
+
+/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t gpt2_match(const Stretch *s, size_t i) {
+    size_t m = exact_contraction(s, i);
+    if (m) return i + m;
+    size_t p = (s->cp[i] == ' ' && CLS(i + 1) != 255 && !is_space(s->cls[i + 1])) ? i + 1 : i;
+    uint8_t c = s->cls[p];
+    if (c == C_L || c == C_N) return run_of(s, p, c);
+    if (is_punct(c)) return punct_run(s, p);
+    return whitespace(s, i, s->n, 0);
+}
+
+/* o200k's letter classes: U = Lu Lt Lm Lo M, W = Ll Lm Lo M. */
+static inline int is_upper(uint8_t k) { return k == K_UPPER || k == K_OTHER_LETTER || k == K_MARK; }
+static inline int is_lower(uint8_t k) { return k == K_LOWER || k == K_OTHER_LETTER || k == K_MARK; }
+
+/* [U]*[W]+ at i: its end, or 0 when it does not match. */
+static size_t o200k_lower_word(const Stretch *s, size_t i) {
+    size_t u = i;
+    while (u < s->n && is_upper(KIND(u))) u++;
+    if (u < s->n && is_lower(KIND(u))) {
+        while (u < s->n && is_lower(KIND(u))) u++;
+        return u;
+    }
+    for (size_t k = u; k > i; k--) /* [U]* backs off to its last character that is W */
+        if (is_lower(KIND(k - 1))) return k;
+    return 0;
+}
+
+/* [U]+[W]* at i: its end, or 0. */
+static size_t o200k_upper_word(const Stretch *s, size_t i) {
+    size_t u = i;
+    while (u < s->n && is_upper(KIND(u))) u++;
+    if (u == i) return 0;
+    while (u < s->n && is_lower(KIND(u))) u++;
+    return u;
+}
+
+static size_t o200k_match(const Stretch *s, size_t i) {
+    uint8_t c = s->cls[i];
+    int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
+    size_t e = 0;
+    if (prefix) e = o200k_lower_word(s, i + 1);
+    if (!e) e = o200k_lower_word(s, i);
+    if (!e && prefix) e = o200k_upper_word(s, i + 1);
+    if (!e) e = o200k_upper_word(s, i);
+    if (e) return e + contraction(s, e);
+    if (c == C_N) {
+        e = i;
+        while (e < s->n && s->cls[e] == C_N && e - i < 3) e++;
+        return e;
+    }
+    size_t p = (s->cp[i] == ' ' && is_punct(CLS(i + 1))) ? i + 1 : i;
+    if (is_punct(CLS(p))) {
+        e = punct_run(s, p);
+        while (e < s->n && (s->cls[e] == C_NL || s->cp[e] == '/')) e++;
+        return e;
+    }
+    return whitespace(s, i, s->n, 1);
+}
+
+/* DeepSeek-V3's third split, inside a segment ending at b; 0 where nothing matches. */
+static inline int ascii_letter(uint32_t c) { return ((c | 0x20) >= 'a') && ((c | 0x20) <= 'z'); }
+static inline int ascii_punct(uint32_t c) {
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E);
+}
+#define SEG_CP(i) ((i) < b ? s->cp[i] : 0x110000u)
+#define LM(i) ((i) < b && (s->cls[i] == C_L || s->kinds[s->cp[i]] == K_MARK))
+#define PS(i) ((i) < b && s->kinds[s->cp[i]] == K_SYMBOL)
+
+static size_t deepseek_match(const Stretch *s, size_t i, size_t b) {
+    uint32_t c = s->cp[i];
+    uint8_t cls = s->cls[i];
+    size_t e;
+    if (ascii_punct(c) && ascii_letter(SEG_CP(i + 1))) {
+        for (e = i + 1; e < b && ascii_letter(s->cp[e]); e++) {}
+        return e;
+    }
+    if (cls != C_NL && cls != C_L && !PS(i) && LM(i + 1)) {
+        for (e = i + 1; LM(e); e++) {}
+        return e;
+    }
+    if (LM(i)) {
+        for (e = i; LM(e); e++) {}
+        return e;
+    }
+    size_t p = (c == ' ' && PS(i + 1)) ? i + 1 : i;
+    if (PS(p)) {
+        for (e = p; PS(e); e++) {}
+        while (e < b && s->cls[e] == C_NL) e++;
+        return e;
+    }
+    if (is_space(cls)) return whitespace(s, i, b, 1);
+    return 0;
+}
+
+static inline int cjk(uint32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x309F) ||
+           (c >= 0x30A0 && c <= 0x30FF);
+}
+
+/* \p{N}{1,3} isolated, then CJK runs isolated, then the third split in every segment left
+ * (digit groups included, which it leaves whole); what no alternative matches is one piece
+ * per unmatched run. */
+static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
+    size_t k = 0, i = 0, n = s->n;
+    while (i < n) {
+        size_t b;
+        if (s->cls[i] == C_N) {
+            for (b = i; b < n && s->cls[b] == C_N && b - i < 3; b++) {}
+            starts[k++] = (uint32_t)i;
+            i = b;
+            continue;
+        }
+        int in_cjk = cjk(s->cp[i]);
+        for (b = i; b < n && s->cls[b] != C_N && cjk(s->cp[b]) == in_cjk; b++) {}
+        int gap = 0;
+        while (i < b) {
+            size_t e = deepseek_match(s, i, b);
+            if (!e) {
+                if (!gap) starts[k++] = (uint32_t)i;
+                gap = 1;
+                i++;
+                continue;
+            }
+            gap = 0;
+            starts[k++] = (uint32_t)i;
+            i = e;
+        }
+    }
+    return k;
+}
+
+size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
+    if (family == FAM_DEEPSEEK_V3) return deepseek_pieces(s, starts);
+    size_t k = 0, i = 0;
+    while (i < s->n) {
+        starts[k++] = (uint32_t)i;
+        switch (family) {
+        case FAM_CL100K: i = cl100k_match(s, i, 3); break;
+        case FAM_QWEN2: i = cl100k_match(s, i, 1); break;
+        case FAM_GPT2: i = gpt2_match(s, i); break;
+        default: i = o200k_match(s, i); break;
+        }
+    }
+    return k;
+}

@@ -1,0 +1,68 @@
+"""Other fast BPE encoders to measure ours against (``bench_cold_start.py --engines``).
+
+Each peer is a pair of callables, ``one(text) -> ids`` (one thread) and ``many(texts) ->
+[ids]`` (its own parallel batch, or None when it has none), or None when it is not installed
+or does not cover the tokenizer.  tiktoken (``pip install tiktoken``) covers cl100k and o200k,
+read from the assets' ``tiktoken`` cache folder; bpe-qwen (``pip install bpe-qwen==0.1.5``)
+covers Qwen3, loaded from its compiled module alone (its package imports transformers) with
+the vocabulary and merges written out of the same tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+Ids = list[int]
+
+
+class Peer(NamedTuple):
+    one: Callable[[str], Ids]
+    many: Callable[[list[str]], list[Ids]] | None
+
+
+def tiktoken_peer(name: str, assets_dir: Path) -> Peer | None:
+    if name not in ("cl100k", "o200k"):
+        return None
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(assets_dir / "tiktoken"))
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    encoding = tiktoken.get_encoding(f"{name}_base")
+    cores = len(os.sched_getaffinity(0))
+    return Peer(
+        lambda text: encoding.encode(text, allowed_special="all"),
+        lambda texts: encoding.encode_batch(texts, num_threads=cores, allowed_special="all"),
+    )
+
+
+def bpe_qwen_peer(name: str, tokenizer_json: Path) -> Peer | None:
+    if name != "qwen3":
+        return None
+    spec = importlib.util.find_spec("bpe_qwen")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    compiled = next(folder.glob("bpe_qwen.cpython-*.so"), None)
+    if compiled is None:
+        return None
+    loader = importlib.util.spec_from_file_location("bpe_qwen", compiled)
+    assert loader is not None and loader.loader is not None
+    module: Any = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    model = json.loads(tokenizer_json.read_text(encoding="utf-8"))["model"]
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "vocab.json").write_text(json.dumps(model["vocab"]), encoding="utf-8")
+        merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+        Path(tmp, "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+        config = tokenizer_json.parent / "tokenizer_config.json"
+        if config.exists():
+            Path(tmp, config.name).write_bytes(config.read_bytes())
+        tokenizer = module.QwenTokenizer(tmp)
+    return Peer(tokenizer.encode, tokenizer.encode_batch_parallel)

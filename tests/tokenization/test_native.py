@@ -1,0 +1,222 @@
+"""The native encoder's ids equal the reference's, family by family: adversarial text, long
+pieces (the heap merge), real transcripts, threads, and what it must decline or refuse."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from app.__main__ import _serve_parser, _settings
+from app.config import Settings
+from app.tokenization import SessionTokenizer
+from app.tokenization.native.encoder import NativeEncoder
+from app.tokenization.native_route import CpuEncoder
+from app.tokenization.reference import ReferenceEncoder
+from gpu_kernels import UnsupportedTokenizer
+from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.payload import decode, marked, nfc_windows
+from loadtest.agent_sessions.session import corpus
+from tests.adversarial import long_texts, texts
+from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential, spliced_texts
+from tests.gpu_kernels.test_twin import dense_texts
+from tests.tokenization.test_chunked import _at_characters
+
+long_pieces = st.builds(
+    lambda run, tail: run + tail,
+    st.one_of(
+        st.text(alphabet="abcdefghijklmnop", min_size=97, max_size=400),
+        st.text(alphabet="ab", min_size=97, max_size=300),
+        st.text(alphabet="-=*#.!", min_size=97, max_size=300),
+        st.text(alphabet="中文日本語", min_size=40, max_size=120),
+        st.text(alphabet="\u0301\u0300\u0308", min_size=50, max_size=150),
+    ),
+    texts,
+)
+"""Pieces past the array merge's 96 bytes: the heap merge must take HF's merges in order."""
+
+
+_NFC_REASONS = {
+    "NFC changes text with characters Python lacks",
+    "NFC changes text next to an added token",
+    "a token ends inside a character NFC changed",
+}
+
+
+@pytest.fixture(scope="module")
+def native(reference: Callable[[str], Tokenizer]) -> Callable[[str], NativeEncoder]:
+    """``name -> NativeEncoder`` of that asset, built once per module."""
+    return functools.cache(lambda name: NativeEncoder(ReferenceEncoder(reference(name))))
+
+
+def assert_exact(tokenizer: Tokenizer, encoder: NativeEncoder, text: str) -> None:
+    """Ids equal to the reference's, and ends too (at character boundaries: where the reference
+    takes offsets, an end inside a character is that character's end)."""
+    declined = sum(encoder.stats()["declined"].values())
+    got = encoder.encode(text)
+    if got is None:  # declined: only where NFC changes the text, and counted
+        assert set(encoder.stats()["declined"]) <= _NFC_REASONS
+        assert sum(encoder.stats()["declined"].values()) == declined + 1
+        return
+    want_ids, want_ends = encoder.reference.encode(text)
+    assert got[0].tolist() == want_ids.tolist(), text
+    data = text.encode()
+    assert np.array_equal(_at_characters(data, got[1]), _at_characters(data, want_ends)), text
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@differential(200)
+@given(
+    text=st.one_of(
+        texts, long_texts, dense_texts, case_texts, spliced_texts, long_pieces,
+        st.text(max_size=40),
+    )
+)  # fmt: skip
+def test_adversarial_text(
+    name: str,
+    text: str,
+    reference: Callable[[str], Tokenizer],
+    native: Callable[[str], NativeEncoder],
+) -> None:
+    assert_exact(reference(name), native(name), text)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_agent_transcripts(
+    name: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    for seed in (0, 1):
+        assert_exact(reference(name), native(name), corpus(seed, 100_000))
+
+
+@pytest.mark.parametrize("name", ["qwen3", "o200k", "gpt2"])
+def test_a_long_repeated_piece(
+    name: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """One piece of 100K bytes (``'a' * 10**7`` is the same merge, only longer)."""
+    for text in ("a" * 100_000, "ab" * 50_000 + " x", "=" * 100_000):
+        assert_exact(reference(name), native(name), text)
+
+
+def test_blocks_are_probed_on_first_use(reference: Callable[[str], Tokenizer]) -> None:
+    """A fresh class table: each script's block is probed when a text first touches it."""
+    table = ClassTable()
+    encoder = NativeEncoder(ReferenceEncoder(reference("o200k")), classes=table)
+    text = "Ἀθῆναι ᚠᛇᚻ 𝔘𝔫𝔦 ꧐꧑꧒ 𞤀𞤢 Ⰰⰰ " * 3
+    assert_exact(reference("o200k"), encoder, text)
+    assert table.probed.sum() >= 6
+
+
+def test_threads_share_one_encoder(
+    reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """Encodes on many threads at once (each with its own piece cache) stay exact."""
+    encoder, tokenizer = native("llama3"), reference("llama3")
+    chunks = [corpus(seed, 20_000) for seed in range(8)]
+    want = [tokenizer.encode(c, add_special_tokens=False).ids for c in chunks]
+    barrier = threading.Barrier(4)
+
+    def run(i: int) -> list[int]:
+        barrier.wait() if i < 4 else None
+        encoded = encoder.encode(chunks[i % len(chunks)])
+        assert encoded is not None
+        return encoded[0].tolist()
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(run, range(16)))
+    assert got == [want[i % len(chunks)] for i in range(16)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cafe\u0301",
+        "Vie\u0323\u0302t Nam",
+        "<|im_start|>\u0301x",
+        "A\u030a\u0301 e\u0301\u0301",
+        "\u1100\u1161\u11a8",
+    ],
+)
+def test_text_nfc_changes(
+    text: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """Normalized first, the ends moved back; a token ending inside a changed window (the
+    reference's offsets would put it somewhere in its characters) is declined."""
+    assert_exact(reference("qwen3"), native("qwen3"), text)
+
+
+def test_a_token_inside_a_changed_window_is_declined(
+    native: Callable[[str], NativeEncoder],
+) -> None:
+    encoder = native("qwen3")
+    before = encoder.stats()["declined"].get("a token ends inside a character NFC changed", 0)
+    assert encoder.encode("e\u0301\u0301") is None  # é, then a lone mark: one window
+    assert encoder.stats()["declined"]["a token ends inside a character NFC changed"] == before + 1
+
+
+def test_lone_surrogates_are_refused(native: Callable[[str], NativeEncoder]) -> None:
+    with pytest.raises(UnicodeEncodeError):
+        native("qwen3").encode("a\ud800b")
+
+
+@pytest.mark.parametrize("name", ["smollm2", "mistral_v1"])
+def test_uncovered_families_are_refused(name: str, reference: Callable[[str], Tokenizer]) -> None:
+    with pytest.raises(UnsupportedTokenizer):
+        NativeEncoder(ReferenceEncoder(reference(name)))
+
+
+@pytest.mark.parametrize("engine", ["native", "reference"])
+def test_the_session_says_which_engine_encoded(engine: CpuEncoder, assets: dict[str, Path]) -> None:
+    tok = SessionTokenizer.from_file(assets["qwen3"], cpu_encoder=engine, parallel_chunk=256)
+    text = corpus(3, 4_000)
+    first = tok.encode(text, session="t/s")
+    grown = tok.encode(text + " and then some more text", session="t/s")
+    reference = tok.reference.tokenizer
+    assert first.ids.tolist() == reference.encode(text, add_special_tokens=False).ids
+    assert first.parallel_chunks > 1 and grown.route == "append"
+    native = engine == "native"
+    assert first.native_bytes == (len(text.encode()) if native else 0)
+    assert (grown.native_bytes > 0) == native
+    assert tok.explain()["parallel_chunks"]["engine"] == engine
+
+
+@differential(300)
+@given(text=st.one_of(texts, case_texts, spliced_texts, dense_texts))
+def test_nfc_windows_are_the_twins(text: str, native: Callable[[str], NativeEncoder]) -> None:
+    """The C part's NFC windows are ``payload.nfc_windows`` over the marked text."""
+    encoder = native("qwen3")
+    payload = encoder.plan.split.payload(text)
+    encoder.encode(text)  # probes the blocks
+    found = encoder._core.nfc_windows(payload.data, payload.span_begin, payload.span_end)
+    points, char_at = decode(marked(payload))
+    windows = nfc_windows(encoder.plan.classes.nfc_codes(points), char_at, len(payload.data), np)
+    if windows is None:
+        assert found is None
+        return
+    assert found is not None
+    want = sorted(set(zip(windows[0].tolist(), windows[1].tolist(), strict=True)))
+    got = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).tolist()
+    assert [tuple(w) for w in got] == want
+
+
+def test_the_cpu_encoder_setting() -> None:
+    """``--cpu-encoder`` / ``TOKSPLICE_CPU_ENCODER``: native by default, reference to switch
+    back, anything else refused."""
+    assert Settings.from_env(environ={}).cpu_encoder == "native"
+    environ = {"TOKSPLICE_CPU_ENCODER": "reference"}
+    assert Settings.from_env(environ=environ).cpu_encoder == "reference"
+    with pytest.raises(ValueError, match="cpu_encoder"):
+        Settings.from_env(environ={"TOKSPLICE_CPU_ENCODER": "fast"})
+    parser = argparse.ArgumentParser()
+    _serve_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["serve", "--cpu-encoder", "reference"])
+    assert _settings(args).cpu_encoder == "reference"
