@@ -14,7 +14,9 @@ setup(
             "app.tokenization.native._native",
             [f"app/tokenization/native/{name}.c" for name in ("_native", "scan", "bpe")],
             depends=["app/tokenization/native/native.h"],
-            extra_compile_args=["-O3", "-g", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=[
+                "-O3", "-g", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"
+            ],
         ),
     ]
 )
