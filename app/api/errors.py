@@ -38,7 +38,10 @@ def record(request: Request, api: ClientApi, answer: Refusal, *, streaming: bool
     telemetry: Telemetry | None = getattr(request.app.state, "telemetry", None)
     if telemetry is not None:
         path = request.url.path
-        seen = RefusalRecord(api, answer.status, answer.reason, path, answer.param, streaming)
+        detail = answer.message if answer.status >= 500 else None
+        seen = RefusalRecord(
+            api, answer.status, answer.reason, path, answer.param, streaming, detail
+        )
         telemetry.refusals.record(seen)
 
 

@@ -29,6 +29,9 @@ class RefusalRecord:
     param: str | None
     streaming: bool = False
     """Answered as a stream's error event (the status was sent already)."""
+    detail: str | None = None
+    """The error's message, for failures of ours or the upstream's (5xx) only: a client's
+    own refusal message may quote what it sent."""
 
 
 class Refusals:
@@ -47,9 +50,9 @@ class Refusals:
         level = logging.WARNING if refusal.status >= 500 else logging.INFO
         log.log(
             level,
-            "refused api=%s status=%d reason=%s path=%s param=%s streaming=%s",
+            "refused api=%s status=%d reason=%s path=%s param=%s streaming=%s%s",
             refusal.api, refusal.status, refusal.reason, refusal.path, refusal.param,
-            refusal.streaming,
+            refusal.streaming, "" if refusal.detail is None else f" detail={refusal.detail!r}",
         )
         with self._lock:
             self._recent.append((time.time(), refusal))
