@@ -322,7 +322,6 @@ def test_corpus() -> None:
     assert corpus(5, 0) == ""
 
 
-@pytest.mark.slow
 def test_large_session_smoke() -> None:
     """A 4M-character session (timing is reported by benchmarks, not asserted here)."""
     n = 0
