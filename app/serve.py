@@ -33,30 +33,27 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request
 
 
-def server_config(settings: Settings, *, log_level: str = "info") -> uvicorn.Config:
+def server_config(settings: Settings) -> uvicorn.Config:
     """uvicorn's configuration of the proxy, with its connection limits (README, "Limits and
     hostile clients")."""
     return uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
-        log_level=log_level,
+        log_level=settings.log_level,
         access_log=False,
         http=guarded_protocol(settings.header_timeout),
         timeout_keep_alive=max(1, round(settings.keep_alive_timeout)),
     )
 
 
-def serve(settings: Settings, *, log_level: str = "info") -> None:
-    _configure_logging(log_level)
+def serve(settings: Settings) -> None:
+    _configure_logging(settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, re-raised by uvicorn after shutdown
-        uvicorn.Server(server_config(settings, log_level=log_level)).run()
+        uvicorn.Server(server_config(settings)).run()
 
 
-def demo(
-    *, port: int, once: bool, threads: int, context: int, log_level: str = "info"
-) -> int:
-    _configure_logging(log_level)
+def demo(*, port: int, once: bool, threads: int, context: int) -> int:
     files = assets.fetch()
     folder = files["smollm2"].parent
     trained = int(gguf.read_metadata(files["smollm2_gguf"])["llama.context_length"])
@@ -69,10 +66,9 @@ def demo(
         files["smollm2_gguf"], n_ctx=context, n_parallel=1, threads=threads
     ) as upstream:
         print(f"llama.cpp serving at {upstream.url}; starting the proxy", flush=True)
-        settings = Settings.from_env(
-            {"upstream": upstream.url, "tokenizer": folder, "model": DEMO_MODEL, "port": port}
-        )
-        server = uvicorn.Server(server_config(settings, log_level=log_level))
+        settings = Settings(upstream=upstream.url, tokenizer=folder, model=DEMO_MODEL, port=port)
+        _configure_logging(settings.log_level)
+        server = uvicorn.Server(server_config(settings))
         if not once:
             print(_curl_line(port) + _agent_lines(port, context), flush=True)
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, as uvicorn.run takes it

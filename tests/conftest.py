@@ -13,10 +13,19 @@ import pytest
 from tokenizers import Tokenizer
 
 from app import assets as app_assets
+from app.config import ENV_PREFIX, Settings
 from app.local_upstream import LocalLlamaServer
 from tests.services import RedisServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Settings()`` reads ``TOKSPLICE_<FIELD>`` variables: tests start without any set, so a
+    shell's exports cannot change what they check (a test sets its own with ``monkeypatch``)."""
+    for field in Settings.model_fields:
+        monkeypatch.delenv(ENV_PREFIX + field.upper(), raising=False)
 
 
 @pytest.fixture(scope="session")

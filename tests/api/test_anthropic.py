@@ -181,8 +181,7 @@ class Llama:
 @pytest.fixture(scope="module")
 def llama(llama_server: LocalLlamaServer, smollm2_dir: Path) -> Iterator[Llama]:
     transport = RecordingTransport()
-    settings = Settings.from_env({"upstream": llama_server.url, "tokenizer": smollm2_dir,
-                                  "model": "smollm2"}, environ={})
+    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model="smollm2")
     with serving(create_app(settings, transport=transport)) as url:
         yield Llama(url, transport, llama_server.url, smollm2_dir)
 

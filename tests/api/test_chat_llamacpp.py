@@ -52,8 +52,7 @@ class Proxy:
 @pytest.fixture(scope="module")
 def proxy(llama_server: LocalLlamaServer, smollm2_dir: Path) -> Iterator[Proxy]:
     transport = RecordingTransport()
-    settings = Settings.from_env({"upstream": llama_server.url, "tokenizer": smollm2_dir,
-                                  "model": MODEL}, environ={})
+    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model=MODEL)
     with serving(create_app(settings, transport=transport)) as url:
         yield Proxy(url, transport, llama_server.url, smollm2_dir)
 
@@ -174,17 +173,18 @@ def test_models_and_health(proxy: Proxy) -> None:
 
 
 def test_first_calls_in_parallel_chunks_send_exact_ids(
-    llama_server: LocalLlamaServer, smollm2_dir: Path
+    llama_server: LocalLlamaServer, smollm2_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``TOKSPLICE_PARALLEL_CHUNK=512``: each session's first call is cut into ~512-byte
     chunks encoded in parallel, and what llama.cpp gets is still the reference's ids (which
     its own /tokenize agrees with)."""
     transport = RecordingTransport()
-    env = {"TOKSPLICE_PARALLEL_CHUNK": "512"}
+    monkeypatch.setenv("TOKSPLICE_PARALLEL_CHUNK", "-1")
     with pytest.raises(ValueError, match="parallel_chunk"):
-        Settings.from_env(environ={"TOKSPLICE_PARALLEL_CHUNK": "-1"})
-    settings = Settings.from_env({"upstream": llama_server.url, "tokenizer": smollm2_dir,
-                                  "model": MODEL, "shadow_rate": 0.0}, environ=env)
+        Settings()
+    monkeypatch.setenv("TOKSPLICE_PARALLEL_CHUNK", "512")
+    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model=MODEL,
+                        shadow_rate=0.0)
     assert settings.parallel_chunk == 512
     app = create_app(settings, transport=transport)
     with serving(app) as url:

@@ -14,7 +14,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.config import Timeouts
 from tests.api.test_faults import HELLO, MODEL, proxy
 
 HEADERS_ONLY = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -88,7 +87,7 @@ def test_a_client_gone_before_the_first_byte_cancels_the_upstream(
     smollm2_dir: Path, path: str, body: dict[str, object], stream: bool, headers: bool
 ) -> None:
     with prefilling(headers) as upstream, \
-            proxy(upstream.url, smollm2_dir, timeouts=Timeouts(read=60)) as http:  # fmt: skip
+            proxy(upstream.url, smollm2_dir, read_timeout=60) as http:  # fmt: skip
         host, port = http.base_url.host, http.base_url.port
         payload = orjson.dumps(dict(body, stream=stream))
         client = socket.create_connection((host, port))

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from tokenizers import Tokenizer
 
-from app.config import Settings, Timeouts
+from app.config import Settings
 from app.main import create_app
 from app.rendering import ChatTemplate
 from tests.api.servers import StubUpstream, closed_port_url, dropping_front, serving
@@ -95,7 +95,7 @@ def test_upstream_error_status(smollm2_dir: Path, stream: bool, mode: str, statu
 def test_stalled_upstream_is_504(smollm2_dir: Path, stream: bool) -> None:
     stub = StubUpstream(mode="stall")
     with stub.serve() as upstream, \
-            proxy(upstream, smollm2_dir, timeouts=Timeouts(read=0.5)) as http:
+            proxy(upstream, smollm2_dir, read_timeout=0.5) as http:
         started = time.monotonic()
         reply = http.post("/v1/chat/completions", json=HELLO | {"stream": stream})
         assert_openai_error(reply, 504)

@@ -175,8 +175,7 @@ def test_translation_resumes_from_the_previous_call() -> None:
 def llama_proxy(llama_server: LocalLlamaServer,
                 smollm2_dir: Path) -> Iterator[tuple[str, RecordingTransport]]:
     transport = RecordingTransport()
-    settings = Settings.from_env({"upstream": llama_server.url, "tokenizer": smollm2_dir,
-                                  "model": "smollm2"}, environ={})
+    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model="smollm2")
     with serving(create_app(settings, transport=transport)) as url:
         yield url, transport
 

@@ -25,8 +25,9 @@ HEADER_TIMEOUT = 1.0
 @contextmanager
 def served(upstream: str, folder: Path) -> Iterator[tuple[str, int]]:
     settings = Settings(upstream=upstream, tokenizer=folder, model=MODEL, alignment_check=False,
-                        port=0, header_timeout=HEADER_TIMEOUT, keep_alive_timeout=1)  # fmt: skip
-    server = uvicorn.Server(server_config(settings, log_level="warning"))
+                        port=0, header_timeout=HEADER_TIMEOUT, keep_alive_timeout=1,
+                        log_level="warning")  # fmt: skip
+    server = uvicorn.Server(server_config(settings))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

@@ -15,10 +15,13 @@ from app.tokenization.store import MemoryStore
 from tests.services import RedisServer
 
 
-def test_store_setting(assets: dict[str, Path], redis_server: RedisServer) -> None:
-    env = {"TOKSPLICE_TOKENIZER": str(assets["qwen3"])}
-    assert isinstance(session_store(Settings.from_env(environ=env)), MemoryStore)
-    settings = Settings.from_env(environ=env | {"TOKSPLICE_STORE": redis_server.url})
+def test_store_setting(
+    assets: dict[str, Path], redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKSPLICE_TOKENIZER", str(assets["qwen3"]))
+    assert isinstance(session_store(Settings()), MemoryStore)
+    monkeypatch.setenv("TOKSPLICE_STORE", redis_server.url)
+    settings = Settings()
     store = session_store(settings)
     try:
         assert isinstance(store, RedisStore)
@@ -26,7 +29,7 @@ def test_store_setting(assets: dict[str, Path], redis_server: RedisServer) -> No
     finally:
         store.close()
     with pytest.raises(ValueError, match="Redis URL"):
-        Settings.from_env(environ=env | {"TOKSPLICE_STORE": "memcached://x"})
+        Settings(store="memcached://x")
 
 
 def test_api_keys_file(tmp_path: Path) -> None:

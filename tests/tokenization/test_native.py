@@ -3,7 +3,6 @@ pieces (the heap merge), real transcripts, threads, and what it must decline or 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import threading
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.__main__ import _serve_parser, _settings
+from app.__main__ import serve_settings
 from app.config import Settings
 from app.tokenization import SessionTokenizer
 from app.tokenization.native.encoder import NativeEncoder
@@ -208,15 +207,13 @@ def test_nfc_windows_are_the_twins(text: str, native: Callable[[str], NativeEnco
     assert [tuple(w) for w in got] == want
 
 
-def test_the_cpu_encoder_setting() -> None:
+def test_the_cpu_encoder_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--cpu-encoder`` / ``TOKSPLICE_CPU_ENCODER``: native by default, reference to switch
     back, anything else refused."""
-    assert Settings.from_env(environ={}).cpu_encoder == "native"
-    environ = {"TOKSPLICE_CPU_ENCODER": "reference"}
-    assert Settings.from_env(environ=environ).cpu_encoder == "reference"
+    assert Settings().cpu_encoder == "native"
+    assert serve_settings(["--cpu-encoder", "reference"]).cpu_encoder == "reference"
+    monkeypatch.setenv("TOKSPLICE_CPU_ENCODER", "reference")
+    assert Settings().cpu_encoder == "reference"
+    monkeypatch.setenv("TOKSPLICE_CPU_ENCODER", "fast")
     with pytest.raises(ValueError, match="cpu_encoder"):
-        Settings.from_env(environ={"TOKSPLICE_CPU_ENCODER": "fast"})
-    parser = argparse.ArgumentParser()
-    _serve_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["serve", "--cpu-encoder", "reference"])
-    assert _settings(args).cpu_encoder == "reference"
+        Settings()
