@@ -32,15 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     command = _Command()
     args = command.parser.parse_args(argv)
     if args.command == "assets":
-        from app import assets
+        from app.tools import assets
 
-        return assets.main(["--dir", str(args.dir)] if args.dir else [])
+        return assets.main(args.dir)
     if args.command == "demo":
-        from app import serve
+        from app.tools import demo
 
-        return serve.demo(
-            port=args.port, once=args.once, threads=args.threads, context=args.context
-        )
+        return demo.run(port=args.port, once=args.once, threads=args.threads, context=args.context)
     if args.command == "serve":
         from app import serve
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app import assets
+from app.tools import assets
 from loadtest.processes import server_timing
 from tests.agents.harness import (
     Call,

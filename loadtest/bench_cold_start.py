@@ -80,10 +80,10 @@ def main() -> None:
 
 def tokenizer_rows(args: argparse.Namespace) -> bool:
     """The session tokenizer's cold starts, one piece vs chunks; True if any id differed."""
-    from app import assets
     from app.tokenization import SessionTokenizer
     from app.tokenization.boundaries import CutRules
     from app.tokenization.chunked import ChunkedEncoder
+    from app.tools import assets
 
     paths = assets.fetch()
     cores = len(os.sched_getaffinity(0))
@@ -130,8 +130,8 @@ def proxy_rows(args: argparse.Namespace) -> bool:
     import orjson
     from tokenizers import Tokenizer
 
-    from app import assets
     from app.rendering import ChatTemplate
+    from app.tools import assets
     from loadtest.agent_sessions import chat_requests, content_chars
     from loadtest.processes import (
         free_port,

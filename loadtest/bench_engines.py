@@ -16,12 +16,12 @@ from loadtest.peer_encoders import Ids, Peer, bpe_qwen_peer, tiktoken_peer
 def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str]) -> bool:
     """One row per tokenizer, size and engine; True if the reference or the native encoder
     gave other ids than the reference's."""
-    from app import assets
     from app.tokenization.boundaries import CutRules
     from app.tokenization.chunked import ChunkedEncoder
     from app.tokenization.native.encoder import NativeEncoder
     from app.tokenization.reference import ReferenceEncoder
     from app.tokenization.spec import load_spec
+    from app.tools import assets
     from tests.adversarial_strings import adversarial_strings
 
     paths = assets.fetch()

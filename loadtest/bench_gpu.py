@@ -43,11 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from app import assets
 from app.tokenization.boundaries import CutRules
 from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder
 from app.tokenization.reference import ReferenceEncoder
 from app.tokenization.spec import load_spec
+from app.tools import assets
 from gpu_kernels import is_available, unavailable_reason
 from gpu_kernels.backend import CupyBackend
 from gpu_kernels.char_classes import ClassTable

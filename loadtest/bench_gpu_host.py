@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from tokenizers import Tokenizer
 
-from app import assets
+from app.tools import assets
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import decode, marked, nfc_windows, windows_normalized
 from gpu_kernels.plan import EncoderPlan

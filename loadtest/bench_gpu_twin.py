@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tokenizers import Tokenizer
 
-from app import assets
+from app.tools import assets
 from gpu_kernels import TwinEncoder
 from loadtest.agent_sessions.session import corpus
 

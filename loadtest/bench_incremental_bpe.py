@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tiktoken
 from tokenizers import Tokenizer
 
-from app import assets
 from app.tokenization import SessionTokenizer
 from app.tokenization.incremental_bpe import IncrementalBPE
+from app.tools import assets
 from loadtest.bpe_reference import reference_bpe
 
 ROOT = Path(__file__).resolve().parents[1]

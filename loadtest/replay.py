@@ -44,7 +44,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import assets  # noqa: E402
+from app.tools import assets  # noqa: E402
 from loadtest.agent_sessions import (  # noqa: E402
     anthropic_body,
     chat_requests,

@@ -9,8 +9,8 @@ this load generator and the upstream share another (``--client-core``).  Upstrea
 * ``standin``: ``standin_upstream.py --echo-digest``, which answers at once with a digest of the
   prompt ids it received: the proxy alone is measured, and after the run every call's digest is
   compared with the reference encode (``tokenizers``) of the rendered request: divergences;
-* ``llamacpp``: a real llama.cpp server (SmolLM2-135M, ``app.local_upstream``) generating a few
-  tokens per call; its context is 8K tokens, so transcripts stay small there.
+* ``llamacpp``: a real llama.cpp server (SmolLM2-135M, ``app.tools.local_upstream``)
+  generating a few tokens per call; its context is 8K tokens, so transcripts stay small there.
 
 Each session is brought to ``--chars`` with one cold call before the clock starts, then
 cycles through its next ``--span`` calls (~1.4K characters appended per call, tools, tool calls,
@@ -49,9 +49,9 @@ from tokenizers import Tokenizer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import assets  # noqa: E402
-from app.local_upstream import LocalLlamaServer  # noqa: E402
 from app.rendering import ChatTemplate  # noqa: E402
+from app.tools import assets  # noqa: E402
+from app.tools.local_upstream import LocalLlamaServer  # noqa: E402
 from loadtest.agent_sessions import chat_requests, content_chars  # noqa: E402
 from loadtest.processes import (  # noqa: E402
     free_port,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from app import assets as app_assets
 from app.config import ENV_PREFIX, Settings
-from app.local_upstream import LocalLlamaServer
+from app.tools import assets as app_assets
+from app.tools.local_upstream import LocalLlamaServer
 from tests.services import RedisServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -37,14 +37,14 @@ def assets_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def assets(assets_dir: Path) -> dict[str, Path]:
-    """``app.assets.fetch()``'s and ``servers()``' paths. Errors propagate: a missing asset
+    """``app.tools.assets.fetch()``'s and ``servers()``' paths. Errors propagate: a missing asset
     fails, never skips."""
     return app_assets.fetch(assets_dir) | app_assets.servers(assets_dir)
 
 
 @pytest.fixture(scope="session")
 def reference(assets: dict[str, Path]) -> Callable[[str], Tokenizer]:
-    """``name -> tokenizers.Tokenizer`` for the names in ``app.assets.NAMES``, loaded once."""
+    """``name -> tokenizers.Tokenizer`` for the names in ``app.tools.assets.NAMES``, loaded once."""
 
     @functools.cache
     def load(name: str) -> Tokenizer:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from tokenizers import Tokenizer
 
-from app.local_upstream import LocalLlamaServer, LocalUpstreamError
+from app.tools.local_upstream import LocalLlamaServer, LocalUpstreamError
 
 needs_xllamacpp = pytest.mark.skipif(
     importlib.util.find_spec("xllamacpp") is None, reason="xllamacpp is not installed"

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.local_upstream import LocalLlamaServer
+from app.tools.local_upstream import LocalLlamaServer
 from tests.api.servers import closed_port_url
 from tests.conftest import REPO_ROOT
 

@@ -25,13 +25,21 @@ from typing import Any
 import numpy as np
 
 from app.tokenization.incremental_bpe import IncrementalBPE, IncrementalState, VocabularyError
-from app.tokenization.sentencepiece_bpe import SPACE
 from app.tokenization.store import SessionState
 
-_PREPEND_SPACES = [
+SPACE = "\u2581"  # ▁, SentencePiece's space
+PREPEND_SPACES = [
     {"type": "Prepend", "prepend": SPACE},
     {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
 ]
+"""The normalizers of the Llama/Mistral SentencePiece BPE files, as tokenizer.json spells them."""
+
+
+def prepend_spaces(text: str, *, at_start: bool = True) -> str:
+    """``PREPEND_SPACES`` applied: ``▁`` before a text's start, every space a ``▁``
+    (``at_start=False`` for a continuation of a text being streamed in parts)."""
+    body = text.replace(" ", SPACE)
+    return SPACE + body if at_start and text else body
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +92,7 @@ class BpeAppender:
         normalizer = document.get("normalizer")
         plain = normalizer is None or normalizer == {
             "type": "Sequence",
-            "normalizers": _PREPEND_SPACES,
+            "normalizers": PREPEND_SPACES,
         }
         strips = any(
             t.get(flag) for t in document.get("added_tokens") or []
@@ -177,10 +185,7 @@ class BpeAppender:
         return state.feed(self._normalize(segment, at_start=at_start).encode()) + state.pending()
 
     def _normalize(self, text: str, *, at_start: bool) -> str:
-        if not self._prepend:
-            return text
-        body = text.replace(" ", SPACE)
-        return SPACE + body if at_start and text else body
+        return prepend_spaces(text, at_start=at_start) if self._prepend else text
 
     def _crosses(self, before: str, after: str) -> bool:
         """Whether an added token occurs across the boundary between the two texts (the

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Encoding, Tokenizer
 
-from app.tokenization.convert import bytes_to_unicode
+from app.tokenization.byte_level import bytes_to_unicode
 from app.tokenization.spec import NormalForm, normalizer_kind
 
 IdArray = npt.NDArray[np.int32]

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app import assets as app_assets
+from app.tools import assets as app_assets
 from tests.agents.harness import Stack, stack
 
 
 @pytest.fixture(scope="session")
 def clis(assets_dir: Path) -> dict[str, Path]:
-    """``claude`` and ``codex`` executables (``app.assets.agents``, installed once); skips
+    """``claude`` and ``codex`` executables (``app.tools.assets.agents``, installed once); skips
     only when npm is not installed."""
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed: no Claude Code or Codex CLI to run")

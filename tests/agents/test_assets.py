@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app import assets as app_assets
+from app.tools import assets as app_assets
 
 
 def test_without_npm_the_cli_assets_are_skipped_and_said(
@@ -16,7 +16,7 @@ def test_without_npm_the_cli_assets_are_skipped_and_said(
 ) -> None:
     app_assets.fetch(assets_dir)  # the tokenizers are there: nothing below downloads
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    assert app_assets.main(["--dir", str(assets_dir)]) == 0
+    assert app_assets.main(assets_dir) == 0
     assert "skipped the agent CLIs: npm is not installed" in capsys.readouterr().err
     with pytest.raises(app_assets.AssetError, match="npm is not installed"):
         app_assets.agents(tmp_path)

@@ -25,11 +25,11 @@ from anthropic.types import TextBlock, ThinkingBlock, ToolUseBlock
 from tokenizers import Tokenizer
 
 from app.config import Settings
-from app.local_upstream import LocalLlamaServer
 from app.main import create_app
 from app.protocol.anthropic_reply import signature
 from app.protocol.anthropic_request import to_chat_body
 from app.rendering import ChatTemplate
+from app.tools.local_upstream import LocalLlamaServer
 from tests.api.servers import RecordingTransport, StubUpstream, closed_port_url, serving
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -18,9 +18,9 @@ import pytest
 from tokenizers import Tokenizer
 
 from app.config import Settings
-from app.local_upstream import LocalLlamaServer
 from app.main import create_app, load_template
 from app.rendering import ChatTemplate
+from app.tools.local_upstream import LocalLlamaServer
 from tests.api.servers import RecordingTransport, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

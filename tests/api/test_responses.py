@@ -24,11 +24,11 @@ import pytest
 from tokenizers import Tokenizer
 
 from app.config import Settings
-from app.local_upstream import LocalLlamaServer
 from app.main import create_app
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator, chat_body
 from app.rendering import ChatTemplate
+from app.tools.local_upstream import LocalLlamaServer
 from tests.api.servers import RecordingTransport, StubUpstream, closed_port_url, serving
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -25,15 +25,16 @@ from tiktoken import load as tiktoken_load
 from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
-from app import assets as app_assets
-from app.tokenization import convert
+from app.tokenization.byte_level import bytes_to_unicode
+from app.tools import assets as app_assets
+from app.tools import converters
 
 NAMES = ("cl100k", "o200k", "gpt2")
 TERMINATOR = "x"
 SPECIAL_TOKENS = {
-    "cl100k": convert.CL100K_SPECIAL_TOKENS,
-    "o200k": convert.O200K_SPECIAL_TOKENS,
-    "gpt2": convert.GPT2_SPECIAL_TOKENS,
+    "cl100k": converters.CL100K_SPECIAL_TOKENS,
+    "o200k": converters.O200K_SPECIAL_TOKENS,
+    "gpt2": converters.GPT2_SPECIAL_TOKENS,
 }
 
 
@@ -105,16 +106,17 @@ def test_special_tokens_match_tiktoken(
 
 def test_patterns(constructors: dict[str, dict[str, Any]], assets: dict[str, Path]) -> None:
     # tiktoken's o200k pattern has no possessives: HF takes it as is.
-    assert constructors["o200k"]["pat_str"] == convert.O200K_PATTERN
+    assert constructors["o200k"]["pat_str"] == converters.O200K_PATTERN
     # cl100k: the non-possessive form that Meta's Llama-3 tokenizer.json ships.
     llama3 = json.loads(assets["llama3"].read_text(encoding="utf-8"))
-    assert llama3["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] == convert.CL100K_PATTERN
+    pattern = llama3["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    assert pattern == converters.CL100K_PATTERN
 
 
 def test_vocab_matches_ranks(
     constructors: dict[str, dict[str, Any]], engines: dict[str, tuple[Tokenizer, Any]]
 ) -> None:
-    to_char = convert.bytes_to_unicode()
+    to_char = bytes_to_unicode()
     assert sorted(to_char) == list(range(256)) and len(set(to_char.values())) == 256
     for name in NAMES:
         ranks: dict[bytes, int] = constructors[name]["mergeable_ranks"]
@@ -126,7 +128,7 @@ def test_vocab_matches_ranks(
 
 def test_merges_from_ranks_small() -> None:
     ranks = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"bc": 4, b"abc": 5}
-    assert convert.merges_from_ranks(ranks) == [
+    assert converters.merges_from_ranks(ranks) == [
         (b"a", b"b"),
         (b"b", b"c"),
         (b"a", b"bc"),
@@ -161,7 +163,8 @@ SELECT COUNT(*) FROM users WHERE name LIKE '%O''Brien%' AND id >= 1000000;
 
 
 def _real_texts() -> list[str]:
-    files = [Path(convert.__file__), Path(__file__), Path(tiktoken.__file__).with_name("core.py")]
+    tiktoken_core = Path(tiktoken.__file__).with_name("core.py")
+    files = [Path(converters.__file__), Path(__file__), tiktoken_core]
     return [PROSE, CODE, *(path.read_text(encoding="utf-8") for path in files)]
 
 

@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.local_upstream import LocalLlamaServer
 from app.tokenization.gguf import (
     GGUFError,
     read_metadata,
@@ -32,6 +31,7 @@ from app.tokenization.gguf import (
     tokenizer_json_from_gguf,
 )
 from app.tokenization.spec import load_spec
+from app.tools.local_upstream import LocalLlamaServer
 from tests.adversarial import TRAPS, fragments
 
 _ROOT = str(Path(__file__).resolve().parents[2])

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import sentencepiece_bpe
+from app.tokenization.bpe_appends import prepend_spaces
 from app.tokenization.incremental_bpe import IncrementalBPE
+from app.tools import sentencepiece_bpe
 from tests.adversarial import texts
 
 FAMILIES = ("mistral_v1", "mistral_v3")
@@ -60,7 +61,7 @@ def incremental_ids(engine: IncrementalBPE, text: str, cuts: list[int]) -> list[
     state = engine.start()
     final: list[int] = []
     for a, b in itertools.pairwise(points):
-        part = sentencepiece_bpe.normalize(text[a:b], at_start=a == 0)
+        part = prepend_spaces(text[a:b], at_start=a == 0)
         final += state.feed(part.encode("utf-8"))
         assert state.ids()[: len(final)] == final
     return final + state.pending()

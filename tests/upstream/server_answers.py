@@ -1,5 +1,5 @@
 """Answers as vLLM 0.33.0 and SGLang 0.5.23 send them, written from their source (the files
-of ``app.assets.SERVER_SOURCES`` and the serving code next to them in the same wheels).
+of ``app.tools.assets.SERVER_SOURCES`` and the serving code next to them in the same wheels).
 
 vLLM ``/v1/completions`` (``openai/completion/serving.py``): token chunks are dumped with
 ``exclude_unset`` (no ``usage`` key); the finish chunk carries ``finish_reason`` and

@@ -2,7 +2,7 @@
 them needs torch and a GPU build), and a checker of JSON values against what was read.
 
 ``python -m tests.upstream.server_schemas`` rewrites the checked-in fixture from the pinned
-wheel (``app.assets.SERVER_SOURCES``); the contract tests compare the two, so a new pinned
+wheel (``app.tools.assets.SERVER_SOURCES``); the contract tests compare the two, so a new pinned
 version that changes a field we send fails until the fixture (and the dialect) follow.
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app import assets
+from app.tools import assets
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_schema.json"
 CLASSES = {

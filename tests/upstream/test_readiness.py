@@ -18,9 +18,9 @@ from tokenizers import Tokenizer
 
 from app.config import Settings
 from app.errors import UpstreamNotReadyError
-from app.local_upstream import LocalLlamaServer
 from app.main import create_app
 from app.rendering import ChatTemplate
+from app.tools.local_upstream import LocalLlamaServer
 from app.upstream.alignment import Learned
 from app.upstream.readiness import Readiness
 from tests.api.servers import RecordingTransport, closed_port_url, serving

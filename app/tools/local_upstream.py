@@ -1,7 +1,7 @@
 """A real llama.cpp server on 127.0.0.1, run from a GGUF file in a child process.
 
 ``xllamacpp`` (a prebuilt llama.cpp server) has no command line of its own, so this module is
-one: ``python -m app.local_upstream --model PATH [--port N] ...`` serves until SIGTERM or
+one: ``python -m app.tools.local_upstream --model PATH [--port N] ...`` serves until SIGTERM or
 SIGINT, or until its parent dies, and prints ``listening URL`` on stdout once the model is
 loaded (``--port 0`` lets llama.cpp pick a free port). ``LocalLlamaServer`` starts that child,
 waits for ``/health``, and stops it (terminate, then kill). The server keeps llama.cpp's
@@ -80,7 +80,7 @@ class LocalLlamaServer:
         cmd = [sys.executable, "-m", __name__, "--model", str(self.gguf), "--port",
                str(self.port), "--n-ctx", str(self.n_ctx), "--n-parallel", str(self.n_parallel),
                "--threads", str(self.threads)]  # fmt: skip
-        path = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+        path = [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
         # Files, not pipes: nobody has to drain them, and stderr's tail explains a failed start.
         self._stdout = self._files.enter_context(tempfile.TemporaryFile())  # noqa: SIM115
@@ -164,7 +164,7 @@ def _healthy(client: httpx.Client, url: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the GGUF with llama.cpp until SIGTERM / SIGINT or the parent's exit."""
-    parser = argparse.ArgumentParser(prog="python -m app.local_upstream", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m app.tools.local_upstream", description=__doc__)
     parser.add_argument("--model", type=Path, required=True, help="GGUF file")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")

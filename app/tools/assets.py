@@ -12,12 +12,12 @@ into place, so an interrupted run never leaves a partial file.
 ``agents`` installs the two agent CLIs the end-to-end tests drive (pinned, from npm) under the
 same cache. Each download says what it fetches on stderr, with a progress bar on a terminal.
 
-Usage: ``python -m app.assets [--dir DIR]`` prints one ``name path`` line per asset.
+Usage: ``toksplice assets [--dir DIR]`` (or ``python -m app.tools.assets``, into
+``$TOKSPLICE_ASSETS_DIR``) prints one ``name path`` line per asset.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -31,7 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from app.tokenization import convert, gguf, sentencepiece_bpe
+from app.tokenization import gguf
+from app.tools import converters, sentencepiece_bpe
 
 ENV_VAR = "TOKSPLICE_ASSETS_DIR"
 
@@ -122,7 +123,6 @@ _SHA256 = {
     "sglang_api": "60fd8b7b61b1b88424139f57879e16b4b756473b26f20e214314b74dec52352b",
 }
 
-_DESCRIPTION = "Fetch and convert the real tokenizers of docs/assets.md; print name and path."
 NAMES = (
     "qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2", "mistral_v1",
     "mistral_v3",
@@ -233,20 +233,20 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     root = (dest or default_dir()).resolve()
     src = sources(root)
     builds: dict[str, Callable[[Path], Path]] = {
-        "gpt2": lambda out: convert.gpt2_to_tokenizer_json(
+        "gpt2": lambda out: converters.gpt2_to_tokenizer_json(
             src["gpt2_encoder"], src["gpt2_vocab"], out
         ),
-        "cl100k": lambda out: convert.tiktoken_to_tokenizer_json(
+        "cl100k": lambda out: converters.tiktoken_to_tokenizer_json(
             src["cl100k_ranks"],
             out,
-            pattern=convert.CL100K_PATTERN,
-            special_tokens=convert.CL100K_SPECIAL_TOKENS,
+            pattern=converters.CL100K_PATTERN,
+            special_tokens=converters.CL100K_SPECIAL_TOKENS,
         ),
-        "o200k": lambda out: convert.tiktoken_to_tokenizer_json(
+        "o200k": lambda out: converters.tiktoken_to_tokenizer_json(
             src["o200k_ranks"],
             out,
-            pattern=convert.O200K_PATTERN,
-            special_tokens=convert.O200K_SPECIAL_TOKENS,
+            pattern=converters.O200K_PATTERN,
+            special_tokens=converters.O200K_SPECIAL_TOKENS,
         ),
         "smollm2": lambda out: _write_text(out, gguf.tokenizer_json_from_gguf(src["smollm2_gguf"])),
         "mistral_v1": lambda out: sentencepiece_bpe.write_tokenizer_json(
@@ -299,13 +299,10 @@ def _write_text(out: Path, text: str) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point: fetch everything and print ``name path`` lines."""
-    parser = argparse.ArgumentParser(prog="python -m app.assets", description=_DESCRIPTION)
-    parser.add_argument("--dir", type=Path, default=None, help=f"cache folder (${ENV_VAR})")
-    args = parser.parse_args(argv)
+def main(dest: Path | None = None) -> int:
+    """``toksplice assets [--dir DEST]``: fetch everything and print ``name path`` lines."""
     try:
-        paths = fetch(args.dir) | servers(args.dir)
+        paths = fetch(dest) | servers(dest)
     except AssetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -313,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print("skipped the agent CLIs: npm is not installed (their tests skip)", file=sys.stderr)
     else:
         try:
-            paths |= agents(args.dir)
+            paths |= agents(dest)
         except AssetError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SPACE = "\u2581"  # ▁
+from app.tokenization.bpe_appends import PREPEND_SPACES, SPACE
+
 _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
 _BPE = 2
 
@@ -100,15 +101,6 @@ def read_model(path: Path) -> SentencePieceModel:
     return model
 
 
-def normalize(text: str, *, at_start: bool = True) -> str:
-    """The normalizer of the converted file: ``▁`` before a text's start, every space a ``▁``.
-
-    ``at_start=False`` for a continuation of a text being streamed in parts.
-    """
-    body = text.replace(" ", SPACE)
-    return SPACE + body if at_start and text else body
-
-
 def _merges(model: SentencePieceModel) -> list[tuple[str, str]]:
     ids = {piece: i for i, (piece, _, kind) in enumerate(model.pieces) if kind == _NORMAL}
     ranked = []
@@ -149,10 +141,7 @@ def tokenizer_json(path: Path) -> dict[str, Any]:
         "added_tokens": added,
         "normalizer": {
             "type": "Sequence",
-            "normalizers": [
-                {"type": "Prepend", "prepend": SPACE},
-                {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
-            ],
+            "normalizers": PREPEND_SPACES,
         },
         "pre_tokenizer": None,
         "post_processor": None
