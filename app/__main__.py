@@ -64,8 +64,8 @@ class _Command:
         self.serve = commands.add_parser(
             "serve",
             help="run the proxy in front of an OpenAI-compatible server",
-            description="Exact token ids to the upstream; every flag also reads TOKSPLICE_<FLAG> "
-            "(dashes as underscores); flags win.",
+            description="Exact token ids to the upstream. Each flag has an environment variable "
+            "(shown with it); a flag wins over its variable, a variable over the default.",
         )
         self._flags: CliSettingsSource[Settings] = CliSettingsSource(
             Settings, root_parser=self.serve

@@ -52,7 +52,8 @@ class Timeouts:
 
 
 class Settings(BaseSettings):
-    """Everything ``create_app`` needs; each field's docstring is its ``--help`` text."""
+    """Everything ``create_app`` needs; each field's docstring is its ``--help`` text (the
+    keys are left out of ``repr``)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -64,6 +65,7 @@ class Settings(BaseSettings):
         cli_implicit_flags=True,
         cli_hide_none_type=True,
         cli_parse_none_str="none",
+        cli_show_env_vars=True,
     )
 
     upstream: str = "http://127.0.0.1:8080"
@@ -81,7 +83,7 @@ class Settings(BaseSettings):
     """Model name clients ask for (none: the tokenizer folder's name)."""
     upstream_model: str | None = None
     """Model name sent upstream, which vLLM and SGLang check (none: --model)."""
-    upstream_api_key: str | None = None
+    upstream_api_key: str | None = Field(default=None, repr=False)
     """Bearer key for the upstream."""
     host: str = "127.0.0.1"
     """Listen address."""
@@ -148,7 +150,7 @@ class Settings(BaseSettings):
     cpu_encoder: CpuEncoder = "native"
     """Engine of whole-text encodes on the CPU: native (exact, in C, for the families it
     covers; the reference for the others) or reference (Hugging Face tokenizers always)."""
-    admin_key: str | None = None
+    admin_key: str | None = Field(default=None, repr=False)
     """Key for /metrics and /debug/* when not bound to a loopback host (Authorization: Bearer
     <key> or x-admin-key)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"

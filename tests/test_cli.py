@@ -94,7 +94,9 @@ def test_every_setting_has_an_environment_variable(monkeypatch: pytest.MonkeyPat
     }
 
 
-def test_help_lists_every_setting_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_lists_every_setting_with_its_default_and_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit) as stop:
         main(["serve", "--help"])
     assert stop.value.code == 0
@@ -102,8 +104,15 @@ def test_help_lists_every_setting_with_its_default(capsys: pytest.CaptureFixture
     split = re.split(r"\n  (?=--)", options)
     entries = {e.split()[0].rstrip(","): " ".join(e.split()) for e in split}
     assert set(entries) - {"-h"} == {"--" + f.replace("_", "-") for f in Settings.model_fields}
-    for flag, entry in entries.items():
-        assert flag == "-h" or "(default: " in entry, entry
+    for field in Settings.model_fields:
+        entry = entries["--" + field.replace("_", "-")]
+        assert "(default: " in entry and f"[env: {ENV_PREFIX}{field.upper()}]" in entry, entry
+
+
+def test_keys_stay_out_of_the_settings_repr() -> None:
+    settings = serve_settings(["--admin-key", "a-secret", "--upstream-api-key", "u-secret"])
+    assert (settings.admin_key, settings.upstream_api_key) == ("a-secret", "u-secret")
+    assert "secret" not in repr(settings)
 
 
 def test_a_bad_value_is_refused_with_the_settings_name(capsys: pytest.CaptureFixture[str]) -> None:
