@@ -56,7 +56,9 @@ class MergeTable:
         ):
             raise ValueError("only plain byte-level BPE is supported")
         symbol = bytes_to_unicode()
-        self.byte_ids = np.asarray([vocab[symbol[b]] for b in range(256)], dtype=np.int32)
+        self.byte_ids = np.asarray([vocab.get(symbol[b], -1) for b in range(256)], dtype=np.int32)
+        """Each byte's id; -1 for a byte the vocabulary lacks (``EncoderPlan`` checks that the
+        pre-tokenizer drops it)."""
         self._to_bytes = {char: byte for byte, char in symbol.items()}
         self.ignore_merges = bool(model.get("ignore_merges", False))
         self._vocab = vocab

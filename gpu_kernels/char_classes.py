@@ -50,13 +50,25 @@ BLOCKS = (_CODE_POINTS >> BLOCK_BITS) + 1
 _SURROGATES = range(0xD800, 0xE000)
 
 
-def _matches(pattern: str, probe: str) -> npt.NDArray[np.bool_]:
+def engine_matches(pattern: str, probe: str) -> npt.NDArray[np.bool_]:
     """Which characters of ``probe`` the engine's ``pattern`` matches, one character at a time."""
     split = pre_tokenizers.Split(Regex(pattern), behavior="removed")
     hit = np.ones(len(probe), dtype=bool)
     for _, (start, end) in split.pre_tokenize_str(probe):
         hit[start:end] = False
     return hit
+
+
+def _digits_isolate(probe: str) -> npt.NDArray[np.bool_]:
+    """Which characters of ``probe`` the engine's ``Digits`` pre-tokenizer splits off: Rust's
+    ``char::is_numeric``, whose Unicode is not Oniguruma's (they differ on new digits)."""
+    spaced = "".join(c + "x" for c in probe)
+    hit = np.zeros(len(spaced), dtype=bool)
+    for piece, (start, end) in pre_tokenizers.Digits(individual_digits=True).pre_tokenize_str(
+        spaced
+    ):
+        hit[start] = end - start == 1 and piece != "x"
+    return hit[::2]
 
 
 class CharCodes(NamedTuple):
@@ -75,6 +87,8 @@ class ClassTable:
         self.folds = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         self.kinds = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         self.classes[SENTINEL_POINT] = SENT
+        self.numeric = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
+        """1 where the ``Digits`` pre-tokenizer isolates the code point (SmolLM2's first step)."""
         self.nfc = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         """NFC_BOUNDARY, NFC_SUSPECT or NFC_UNKNOWN per code point (``payload``'s NFC check)."""
         self._probed = np.zeros(BLOCKS, dtype=bool)
@@ -112,10 +126,10 @@ class ClassTable:
         )
         probe = "".join(map(chr, points))
         classes = np.full(len(points), P, dtype=np.uint8)
-        classes[_matches(r"\p{N}", probe)] = N
-        letters = _matches(r"\p{L}", probe)
+        classes[engine_matches(r"\p{N}", probe)] = N
+        letters = engine_matches(r"\p{L}", probe)
         classes[letters] = L
-        space = _matches(r"\s", probe)
+        space = engine_matches(r"\s", probe)
         if np.any(space & letters):
             raise RuntimeError(f"block {block:#x}: a character is both \\s and \\p{{L}}")
         classes[space] = WS
@@ -123,17 +137,17 @@ class ClassTable:
         classes[(points == ord("\n")) | (points == ord("\r"))] = NL
         classes[points == ord("'")] = AP
         folds = np.zeros(len(points), dtype=np.uint8)
-        candidates = np.flatnonzero(_matches(f"(?i:[{CONTRACTION_LETTERS}])", probe))
+        candidates = np.flatnonzero(engine_matches(f"(?i:[{CONTRACTION_LETTERS}])", probe))
         if len(candidates):
             sub = "".join(probe[i] for i in candidates)
             for code, letter in enumerate(CONTRACTION_LETTERS, start=1):
-                folds[candidates[_matches(f"(?i:{letter})", sub)]] = code
+                folds[candidates[engine_matches(f"(?i:{letter})", sub)]] = code
         if np.any((folds > 0) & ~letters):
             # The piece-start rules read contractions inside letter runs only.
             raise RuntimeError(f"block {block:#x}: a contraction letter is not \\p{{L}}")
         kinds = np.full(len(points), NO_KIND, dtype=np.uint8)
         for code, pattern in _KIND_PATTERNS.items():
-            kinds[_matches(pattern, probe)] = code
+            kinds[engine_matches(pattern, probe)] = code
         if np.any(letters != np.isin(kinds, (UPPER, LOWER, OTHER_LETTER))) or np.any(
             (kinds >= MARK) & (classes < AP)
         ):
@@ -141,6 +155,7 @@ class ClassTable:
         self.classes[points] = classes
         self.folds[points] = folds
         self.kinds[points] = kinds
+        self.numeric[points] = _digits_isolate(probe)
         self.nfc[points] = [_nfc_code(c) for c in probe]
         self._probed[block] = True
         self.version += 1

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from app.tokenization.spec import AddedToken, spec_from_json
+from app.tokenization.convert import bytes_to_unicode
+from app.tokenization.spec import AddedToken, drops_single_characters, spec_from_json
 from gpu_kernels.byte_bpe import MergeTable
-from gpu_kernels.char_classes import ClassTable
+from gpu_kernels.char_classes import ClassTable, engine_matches
 from gpu_kernels.payload import AddedSplit
 from gpu_kernels.piece_starts import PREDICATES
 
@@ -25,18 +28,31 @@ class UnsupportedTokenizer(ValueError):
 class EncoderPlan:
     """The pre-tokenizer family, the added-token split, the class table and the merges."""
 
-    def __init__(self, tokenizer: Tokenizer, classes: ClassTable | None = None) -> None:
-        """``classes`` may be shared: it depends on the engine only, not on the tokenizer."""
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        classes: ClassTable | None = None,
+        *,
+        families: Collection[str] = tuple(PREDICATES),
+        drops: bool = False,
+    ) -> None:
+        """``classes`` may be shared: it depends on the engine only, not on the tokenizer.
+        ``families``: those the caller covers; ``drops``: whether it removes the bytes of a
+        trailing character-removing Split (``dropped``)."""
         document: dict[str, Any] = json.loads(tokenizer.to_str())
         spec = spec_from_json(document)
         family = spec.family
-        if family is None or family not in PREDICATES:
+        if family is None or family not in families:
             raise UnsupportedTokenizer(
                 f"family {family!r} is not covered ({spec.unproven_reason or 'no twin yet'})"
             )
         steps = document["pre_tokenizer"].get("pretokenizers") or [document["pre_tokenizer"]]
+        self.dropped = np.zeros(256, dtype=np.uint8)
+        """1 for each byte a trailing Split that removes characters takes out (spec accepts
+        one: GGUF vocabularies that lack some byte tokens), when ``drops``."""
+        if drops and len(steps) == _STEPS.get(family, 2) + 1 and drops_single_characters(steps[-1]):
+            self.dropped = _dropped_bytes(steps.pop()["pattern"]["Regex"])
         if len(steps) != _STEPS.get(family, 2):
-            # spec accepts a trailing character-removing Split (GGUF); the twin does not do it
             raise UnsupportedTokenizer(f"pre-tokenizer of {len(steps)} steps for {family}")
         stripping = [t.content for t in spec.added_tokens if t.strips]
         if stripping:
@@ -54,6 +70,8 @@ class EncoderPlan:
         )
         self.classes = classes or ClassTable()
         self.merges = MergeTable(document["model"])
+        if np.any((self.merges.byte_ids < 0) & (self.dropped == 0)):
+            raise UnsupportedTokenizer("the vocabulary lacks a byte the pre-tokenizer keeps")
 
 
 def two_pass_conflict(added: Sequence[AddedToken], *, identity: bool) -> str | None:
@@ -77,6 +95,12 @@ def two_pass_conflict(added: Sequence[AddedToken], *, identity: bool) -> str | N
         if any(y[:k] in ends for k in range(1, len(y))) or any(y in x for x in normalized):
             return f"added token {y!r} overlaps a normalized one"
     return None
+
+
+def _dropped_bytes(pattern: str) -> npt.NDArray[np.uint8]:
+    """1 for each byte whose byte-level character the engine's ``pattern`` matches."""
+    chars = bytes_to_unicode()
+    return engine_matches(pattern, "".join(chars[b] for b in range(256))).astype(np.uint8)
 
 
 def _is_identity(normalizer: Any) -> bool:

@@ -35,6 +35,7 @@ from app.telemetry.metrics import Metrics
 from app.telemetry.oracle_process import OracleProcess
 from app.telemetry.oracle_source import RenderSource, oracle_prompt, special_pattern
 from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization.engines import EngineRun, engine_at
 from app.tokenization.reference import IdArray
 from app.tokenization.typed_specials import Masked, TypedSpecials
 
@@ -64,6 +65,9 @@ class ShadowJob:
     source: RenderSource | None = None
     """The template inputs before masking: the check finds special-token text in them by
     itself (``oracle_source``) rather than trusting the masking it checks."""
+    engines: tuple[EngineRun, ...] = ()
+    """Which engine gave which ids (``Encoding.engines``): a divergence names the one that
+    gave the first wrong id."""
 
     @property
     def text(self) -> str:
@@ -124,7 +128,7 @@ class ShadowVerifier:
         sentinels = None if masked is None else masked.tokens
         self._jobs.put(
             ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route, typed,
-                      sent, source)
+                      sent, source, encoding.engines)
         )  # fmt: skip
 
     def close(self, timeout_s: float | None = None) -> None:
@@ -197,6 +201,7 @@ class ShadowVerifier:
             "event": "shadow_divergence",
             "session": session_digest(job.session),
             "route": job.route,
+            "engine": _engine(job, index),
             "first_index": index,
             "expected_ids": len(expected),
             "actual_ids": len(job.ids),
@@ -215,6 +220,8 @@ class ShadowVerifier:
         repro = {
             "tokenizer": tokenizer_id,
             "route": job.route,
+            "engine": _engine(job, index),
+            "engines": [run._asdict() for run in job.engines],
             "text": job.text,
             "sentinels": job.sentinels,
             "first_index": index,
@@ -250,6 +257,15 @@ class ShadowVerifier:
 def session_digest(session: str) -> str:
     """A short stable name for a session key (keys hold a client's conversation id)."""
     return hashlib.blake2b(session.encode(), digest_size=6).hexdigest()
+
+
+def _engine(job: ShadowJob, index: int) -> str:
+    """The engine of the first wrong id: the one whose run holds it (an id missing at the
+    end counts against the run before), or "unrecorded"."""
+    found = engine_at(job.engines, index)
+    if found is None and index == len(job.ids):
+        found = engine_at(job.engines, index - 1)
+    return found or "unrecorded"
 
 
 def _tokenizer_id(tokenizer: SessionTokenizer) -> dict[str, str]:

@@ -26,6 +26,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from app.tokenization.boundaries import CutRules
+from app.tokenization.engines import Engine, EngineParts
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 
 PARALLEL_CHUNK = 32 << 10
@@ -42,6 +43,8 @@ class Encoded(NamedTuple):
     """How many chunks were encoded in parallel; 0 when the text went whole."""
     native_bytes: int = 0
     """Bytes the native encoder encoded (the rest went to the reference)."""
+    engines: EngineParts = ()
+    """Which engine gave the ids, chunk by chunk (``engines``)."""
 
 
 class NativeIds(Protocol):
@@ -87,8 +90,9 @@ class ChunkedEncoder:
             whole = text if text is not None else data.decode("utf-8")
             native = self._native(whole, data)
             if native is not None:
-                return Encoded(*native, chunks=0, native_bytes=len(data))
-            return Encoded(*self.reference.encode(whole), chunks=0)
+                return Encoded(*native, 0, len(data), ((len(native[0]), "native"),))
+            ids, ends = self.reference.encode(whole)
+            return Encoded(ids, ends, 0, engines=((len(ids), "reference"),))
         spans = list(itertools.pairwise(cuts))
         with self._lock:
             self._texts += 1
@@ -98,6 +102,7 @@ class ChunkedEncoder:
         if self.native is not None:
             found = list(_POOL.map(lambda t: self._native(t, None), texts))
         native_bytes = sum(b - a for (a, b), part in zip(spans, found, strict=True) if part)
+        names: list[Engine] = ["native" if part else "reference" for part in found]
         rest = [i for i, part in enumerate(found) if part is None]
         for i, part in zip(rest, self.reference.encode_many([texts[i] for i in rest]), strict=True):
             found[i] = part
@@ -106,7 +111,8 @@ class ChunkedEncoder:
         ends = np.concatenate(
             [part_ends + np.int32(a) for (a, _), (_, part_ends) in zip(spans, parts, strict=True)]
         )
-        return Encoded(ids, ends, len(spans), native_bytes)
+        engines = tuple((len(i), name) for (i, _), name in zip(parts, names, strict=True))
+        return Encoded(ids, ends, len(spans), native_bytes, engines)
 
     def _native(self, text: str, data: bytes | None) -> tuple[IdArray, OffsetArray] | None:
         """The native encoder's ids and ends of ``text`` (``data``: its UTF-8, if at hand),

@@ -20,6 +20,7 @@ import numpy as np
 
 from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.diff import Run, align
+from app.tokenization.engines import Engine
 from app.tokenization.reference import CopiedIds, IdArray, OffsetArray
 from app.tokenization.store import SessionState
 
@@ -71,6 +72,8 @@ class Plan:
     """Chunks of fresh text the assembly encoded in parallel (``chunked``)."""
     native_bytes: int = 0
     """Bytes of fresh text the native encoder encoded (``chunked``)."""
+    engines: list[tuple[int, Engine]] = field(default_factory=list)
+    """Which engine gave the assembled ids, part by part (``engines``)."""
 
     @property
     def reused_runs(self) -> int:
@@ -124,10 +127,12 @@ class Repairer:
         ids: list[IdArray] = []
         ends: list[OffsetArray] = []
         runs: list[tuple[int, int, int]] = [(0, keep, 0)] if keep else []
+        plan.engines = [(keep, "reused")]
         at = keep
         for part in plan.parts[1:] if keep else plan.parts:
             if isinstance(part, Reuse):
                 runs.append((part.first, part.last, at))
+                plan.engines.append((part.last - part.first, "reused"))
                 ids.append(old.ids[part.first : part.last])
                 stored = old.ends[part.first : part.last]
                 ends.append(stored + np.int32(part.shift) if part.shift else stored)
@@ -137,6 +142,7 @@ class Repairer:
                 ends.append(fresh.ends + np.int32(part.start))
                 plan.chunks += fresh.chunks
                 plan.native_bytes += fresh.native_bytes
+                plan.engines += fresh.engines
             at += len(ids[-1])
         return old.extended(new, keep, ids, ends), CopiedIds(old.ids, tuple(runs))
 

@@ -28,6 +28,7 @@ from app.tokenization.boundaries import CutRules
 from app.tokenization.bpe_appends import BpeAppender
 from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder, NativeIds
 from app.tokenization.diff import common_prefix
+from app.tokenization.engines import EngineParts, EngineRun, runs_of
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.growable import Growable
 from app.tokenization.native_route import CpuEncoder, native_encoder
@@ -77,6 +78,9 @@ class Encoding:
     native_bytes: int = 0
     """Bytes of ``encoded_bytes`` the native encoder encoded (``native``); the rest went to
     the reference."""
+    engines: tuple[EngineRun, ...] = ()
+    """Which engine gave which ids, in order, covering ``ids`` (``engines``); empty where
+    the caller built the encoding without recording them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,8 @@ class _Outcome:
     """Chunks encoded in parallel (``Encoding.parallel_chunks``)."""
     native_bytes: int = 0
     """Bytes the native encoder encoded (``Encoding.native_bytes``)."""
+    engines: EngineParts = ()
+    """Which engine gave the state's ids (``Encoding.engines``)."""
 
 
 class SessionTokenizer:
@@ -137,6 +143,8 @@ class SessionTokenizer:
         self._recent = RecentTexts(recent_text_bytes)
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._engine_ids: Counter[str] = Counter()
+        """Ids each engine gave (``Encoding.engines``), for ``explain``."""
         self._content_keys = 0
         self._repair_disabled: str | None = None
 
@@ -208,7 +216,8 @@ class SessionTokenizer:
         ids = self._framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in _WHOLE else None
         copied = outcome.copied if ids is core.ids else None
-        return self._record(ids, outcome, full_bytes, copied, looked_up)
+        engines = self._framed_engines(ids, core.ids, outcome.engines)
+        return self._record(ids, outcome, full_bytes, copied, looked_up, engines)
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
@@ -223,6 +232,7 @@ class SessionTokenizer:
         """Family, proven rule set (or why none), counters and store figures."""
         with self._lock:
             counts = dict(self._counts)
+            engines = dict(self._engine_ids)
         searches = counts.get("searches", 0)
         return {
             "family": self.spec.family,
@@ -239,6 +249,7 @@ class SessionTokenizer:
             "store": self.store.stats(),
             "recent_texts": self._recent.stats(),
             "parallel_chunks": self._chunked.stats() if self._chunked else None,
+            "engines": engines,
         }
 
     def _related_bytes(
@@ -283,11 +294,12 @@ class SessionTokenizer:
             appender = self._appender if prefix is not None else None
             grown = appender.append(base, data) if appender is not None else None
             if grown is not None:
-                return _Outcome(grown, "append")
+                return _Outcome(grown, "append", engines=((len(grown.ids), "incremental"),))
             return self._full(text, data, None, "unproven family")
         if base.text == data:
             whole = ((0, len(base.ids), 0),) if len(base.ids) else ()
-            return _Outcome(base, "hit", copied=CopiedIds(base.ids, whole))
+            reused: EngineParts = ((len(base.ids), "reused"),)
+            return _Outcome(base, "hit", copied=CopiedIds(base.ids, whole), engines=reused)
         if prefix is None:
             prefix = common_prefix(base.text, data)
         planning = time.perf_counter()
@@ -298,8 +310,9 @@ class SessionTokenizer:
         state, copied = self._repairer.assemble(base, data, plan)
         route = "append" if prefix == len(base.text) and plan.reused_runs == 1 else "edit"
         return _Outcome(
-            state, route, plan, copied=copied, chunks=plan.chunks, native_bytes=plan.native_bytes
-        )
+            state, route, plan, copied=copied, chunks=plan.chunks, native_bytes=plan.native_bytes,
+            engines=tuple(plan.engines),
+        )  # fmt: skip
 
     def _full(
         self, pieced: str | PiecedText, data: bytes, plan: Plan | None, fallback: str
@@ -311,18 +324,18 @@ class SessionTokenizer:
         ends = self.reference.ends_from_lengths(ids, len(data)) if ids is not None else None
         if ids is not None and ends is not None:
             state = SessionState.grown(data, Growable.of((ids, ends)))
-            return _Outcome(state, "gpu", plan, fallback)
+            return _Outcome(state, "gpu", plan, fallback, engines=((len(ids), "gpu"),))
         if self._chunked is not None:
             encoded = self._chunked.encode(data, text)
             state = SessionState.grown(data, Growable.of((encoded.ids, encoded.ends)))
             return _Outcome(
                 state, "full", plan, fallback, chunks=encoded.chunks,
-                native_bytes=encoded.native_bytes,
+                native_bytes=encoded.native_bytes, engines=encoded.engines,
             )  # fmt: skip
         state = SessionState.grown(data, Growable.of(self.reference.encode(text)))
         if self._appender is not None:
             self._appender.remember(state, text)
-        return _Outcome(state, "full", plan, fallback)
+        return _Outcome(state, "full", plan, fallback, engines=((len(state.ids), "reference"),))
 
     def _framed(self, text: str | PiecedText, core: IdArray, add_special_tokens: bool) -> IdArray:
         if not add_special_tokens:
@@ -336,6 +349,18 @@ class SessionTokenizer:
             return core
         return _readonly(np.concatenate([prefix, core, suffix]))
 
+    def _framed_engines(
+        self, ids: IdArray, core: IdArray, parts: EngineParts
+    ) -> tuple[EngineRun, ...]:
+        """``Encoding.engines`` of ``ids``, ``core`` framed (``_framed``): the frame's ids,
+        or the whole re-encode where there is no fixed frame, are the reference's."""
+        if ids is core:
+            return runs_of(parts)
+        frame = self.reference.frame
+        if frame is None:
+            return runs_of([(len(ids), "reference")])
+        return runs_of([(len(frame[0]), "reference"), *parts, (len(frame[1]), "reference")])
+
     def _content_key(self, scope: str) -> SessionKey:
         with self._lock:
             self._content_keys += 1
@@ -348,6 +373,7 @@ class SessionTokenizer:
         full_bytes: int | None,
         copied: CopiedIds | None,
         looked_up: float,
+        engines: tuple[EngineRun, ...],
     ) -> Encoding:
         """The encoding's figures, counted into ``explain``; ``looked_up``: seconds spent
         finding the stored transcript (planning adds its diff and cut searches)."""
@@ -382,6 +408,8 @@ class SessionTokenizer:
             self._counts["encoded_bytes"] += encoded
             self._counts["native_bytes"] += outcome.native_bytes
             self._counts["reused_tokens"] += reused
+            for run in engines:
+                self._engine_ids[run.engine] += run.last - run.first
         return Encoding(
             ids=ids,
             route=route,
@@ -395,6 +423,7 @@ class SessionTokenizer:
             window=window,
             parallel_chunks=outcome.chunks,
             native_bytes=outcome.native_bytes,
+            engines=engines,
         )
 
 

@@ -166,7 +166,7 @@ def _family(node: Any) -> tuple[str | None, str | None]:
     if kind != "Sequence":
         return None, f"pre-tokenizer {kind} has no proven cut rules"
     steps = list(node.get("pretokenizers") or [])
-    if len(steps) > 1 and _drops_single_characters(steps[-1]):
+    if len(steps) > 1 and drops_single_characters(steps[-1]):
         # Dropping characters wherever they stand only splits pieces further, the same way in
         # any context: every cut stable without it stays stable (GGUF vocabularies that lack
         # some byte tokens, where llama.cpp drops those bytes).
@@ -197,7 +197,7 @@ def _family(node: Any) -> tuple[str | None, str | None]:
     return family, None
 
 
-def _drops_single_characters(step: Mapping[str, Any]) -> bool:
+def drops_single_characters(step: Mapping[str, Any]) -> bool:
     """A ``Split`` that removes every character of one bracketed character class."""
     pattern = step.get("pattern", {}).get("Regex")
     return (

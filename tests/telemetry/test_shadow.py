@@ -19,6 +19,7 @@ from app.config import Settings
 from app.telemetry.metrics import Metrics
 from app.telemetry.shadow import ShadowJob, ShadowVerifier
 from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization.engines import engine_at
 from tests.adversarial import grown_texts
 
 FAMILIES = ["qwen3", "llama3", "o200k", "smollm2"]
@@ -104,6 +105,9 @@ def test_a_corrupted_id_is_caught_reproduced_and_forgotten(
     [line] = [r.getMessage() for r in caplog.records if "divergence" in r.getMessage()]
     event = orjson.loads(line.split(" ", 3)[3])
     assert event["first_index"] == k and event["session_forgotten"]
+    engine = engine_at(exact.engines, k)  # the divergence names the engine of the wrong id
+    assert engine is not None and event["engine"] == repro["engine"] == engine
+    assert [tuple(run.values()) for run in repro["engines"]] == list(exact.engines)
     assert len(text) < 8 or text not in line  # the log carries no content
     assert tok.encode(text, session=session).route == "full"  # the session was forgotten
 

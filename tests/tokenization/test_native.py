@@ -4,6 +4,7 @@ pieces (the heap merge), real transcripts, threads, and what it must decline or 
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from app.tokenization.reference import ReferenceEncoder
 from gpu_kernels import UnsupportedTokenizer
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import decode, marked, nfc_windows
+from gpu_kernels.plan import EncoderPlan
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
 from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential, spliced_texts
@@ -42,6 +44,25 @@ long_pieces = st.builds(
     texts,
 )
 """Pieces past the array merge's 96 bytes: the heap merge must take HF's merges in order."""
+
+NATIVE_FAMILIES = [*FAMILIES, "smollm2"]
+"""The twin's families, and SmolLM2 (Digits, GPT-2's split, bytes its vocabulary lacks
+removed), which only the native encoder covers."""
+
+digits_and_dropped = st.lists(
+    st.one_of(
+        st.sampled_from(["\x04", "\x06", "\x13", "\x14", "\x16", "\x1d", "\U00050000"]),
+        st.sampled_from(["\U00011de0", "\U00016ff4", "\u0663", "\u2160", "\xbd", "\U0001d7ce"]),
+        st.text(alphabet="0123456789 a'\n.", min_size=1, max_size=6),
+        st.characters(min_codepoint=0x40000, max_codepoint=0xBFFFF),
+        st.characters(max_codepoint=0x1F),
+        texts,
+    ),
+    max_size=30,
+).map("".join)
+"""SmolLM2's traps: the bytes it removes (controls, the lead byte of planes 4-11), characters
+the Digits step isolates and ``\\p{N}`` does not see (Rust's Unicode is newer) or the other way
+round, digits of other scripts and numerals that are not digits."""
 
 
 _NFC_REASONS = {
@@ -72,7 +93,7 @@ def assert_exact(tokenizer: Tokenizer, encoder: NativeEncoder, text: str) -> Non
     assert np.array_equal(_at_characters(data, got[1]), _at_characters(data, want_ends)), text
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
 @differential(200)
 @given(
     text=st.one_of(
@@ -89,7 +110,7 @@ def test_adversarial_text(
     assert_exact(reference(name), native(name), text)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
 def test_agent_transcripts(
     name: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
@@ -97,7 +118,56 @@ def test_agent_transcripts(
         assert_exact(reference(name), native(name), corpus(seed, 100_000))
 
 
-@pytest.mark.parametrize("name", ["qwen3", "o200k", "gpt2"])
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
+def test_real_files(
+    name: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """Markdown, C, Python and a recorded agent session as they are (long digit runs, tables,
+    code indentation, JSON escapes)."""
+    root = Path(__file__).parents[2]
+    paths = [*sorted((root / "docs").glob("*.md")), root / "app/tokenization/native/scan.c"]
+    paths += [Path(__file__), root / "tests/api/fixtures/anthropic_claude_code_session.json"]
+    for path in paths:
+        assert_exact(reference(name), native(name), path.read_text(encoding="utf-8"))
+
+
+@differential(400)
+@given(text=digits_and_dropped)
+def test_smollm2_digits_and_removed_bytes(
+    text: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    assert_exact(reference("smollm2"), native("smollm2"), text)
+
+
+def test_smollm2_removes_what_its_vocabulary_lacks(native: Callable[[str], NativeEncoder]) -> None:
+    """The bytes removed are exactly those without a byte token; the twin takes none."""
+    encoder = native("smollm2")
+    assert np.array_equal(encoder.plan.dropped == 1, encoder.plan.merges.byte_ids < 0)
+    assert encoder.plan.dropped.sum() == 21
+    with pytest.raises(UnsupportedTokenizer):
+        EncoderPlan(encoder.reference.tokenizer)
+
+
+@pytest.fixture(scope="module")
+def llama3_removing(reference: Callable[[str], Tokenizer]) -> tuple[Tokenizer, NativeEncoder]:
+    """Llama-3 with a trailing Split that removes spaces and ``a`` (their byte-level
+    characters): bytes the vocabulary has, in the middle of pieces."""
+    document = json.loads(reference("llama3").to_str())
+    removal = {"type": "Split", "pattern": {"Regex": "[\u0120a]"}, "behavior": "Removed"}
+    document["pre_tokenizer"]["pretokenizers"].append(removal | {"invert": False})
+    tokenizer = Tokenizer.from_str(json.dumps(document))
+    return tokenizer, NativeEncoder(ReferenceEncoder(tokenizer))
+
+
+@differential(150)
+@given(text=st.one_of(texts, digits_and_dropped))
+def test_a_removing_split_on_another_family(
+    text: str, llama3_removing: tuple[Tokenizer, NativeEncoder]
+) -> None:
+    assert_exact(*llama3_removing, text)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "o200k", "gpt2", "smollm2"])
 def test_a_long_repeated_piece(
     name: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
@@ -167,7 +237,7 @@ def test_lone_surrogates_are_refused(native: Callable[[str], NativeEncoder]) -> 
         native("qwen3").encode("a\ud800b")
 
 
-@pytest.mark.parametrize("name", ["smollm2", "mistral_v1"])
+@pytest.mark.parametrize("name", ["mistral_v1", "mistral_v3"])
 def test_uncovered_families_are_refused(name: str, reference: Callable[[str], Tokenizer]) -> None:
     with pytest.raises(UnsupportedTokenizer):
         NativeEncoder(ReferenceEncoder(reference(name)))

@@ -17,13 +17,13 @@ from tokenizers import Tokenizer
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.reference import ReferenceEncoder
 from tests.adversarial_strings import adversarial_strings
-from tests.gpu_kernels.conftest import FAMILIES
+from tests.tokenization.test_native import NATIVE_FAMILIES
 
 _BATCH = 20_000
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
 def test_a_million_strings(name: str, reference: Callable[[str], Tokenizer]) -> None:
     tokenizer = reference(name)
     encoder = NativeEncoder(ReferenceEncoder(tokenizer))

@@ -1,10 +1,11 @@
 /* The native encoder's hot loop: decode UTF-8, look classes up, scan pieces, merge each.
  *
- * Encoder(family, classes, folds, kinds, nfc, probed, byte_ids, pair_keys, pair_ranks,
- *         pair_merged, width, ignore_merges, word_bytes, word_at, word_ids)
+ * Encoder(family, classes, folds, kinds, nfc, probed, numeric, byte_ids, pair_keys,
+ *         pair_ranks, pair_merged, width, ignore_merges, word_bytes, word_at, word_ids, dropped)
  * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
  * here through the buffer protocol, so no second copy of the rules) and builds hash tables of
- * the merges (byte_bpe.MergeTable's sorted arrays) and of the whole words.
+ * the merges (byte_bpe.MergeTable's sorted arrays) and of the whole words; dropped (256 flags)
+ * are the bytes a trailing character-removing Split takes out of every piece.
  * encode(data, span_begin, span_end, added_ids) returns the ids as int32 bytes, or the list of
  * class blocks the text touches that are not probed yet (the caller probes them and calls
  * again).  Everything after that check runs without the GIL.  nfc_windows(data, span_begin,
@@ -21,7 +22,7 @@
 #define BLOCK_BITS 12
 #define BLOCKS ((0x110000 >> BLOCK_BITS) + 1)
 
-enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, N_TABLES };
+enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, T_NUMERIC, N_TABLES };
 enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN }; /* gpu_kernels.char_classes */
 
 typedef struct {
@@ -29,6 +30,8 @@ typedef struct {
     Py_buffer tables[N_TABLES];
     int held;
     int family;
+    int drops;
+    uint8_t dropped[256];
     Model model;
 } Encoder;
 
@@ -133,13 +136,23 @@ static int build_words(Model *m, PyObject *bytes, PyObject *at, PyObject *ids) {
 
 static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *wbytes, *wat, *wids;
+    Py_buffer dropped;
     int ignore;
     long long width;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOOOLpOOO", &e->family, &t[0], &t[1], &t[2], &t[3],
-                          &t[4], &byte_ids, &keys, &ranks, &merged, &width, &ignore, &wbytes,
-                          &wat, &wids))
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOLpOOOy*", &e->family, &t[0], &t[1], &t[2], &t[3],
+                          &t[4], &t[5], &byte_ids, &keys, &ranks, &merged, &width, &ignore,
+                          &wbytes, &wat, &wids, &dropped))
         return -1;
     encoder_clear(e);
+    int dropped_ok = dropped.len == 256;
+    if (dropped_ok) memcpy(e->dropped, dropped.buf, 256);
+    PyBuffer_Release(&dropped);
+    if (!dropped_ok) {
+        PyErr_SetString(PyExc_ValueError, "dropped bytes: 256 flags");
+        return -1;
+    }
+    e->drops = 0;
+    for (int b = 0; b < 256; b++) e->drops |= e->dropped[b] != 0;
     if (e->family < 0 || e->family >= N_FAMILIES) {
         PyErr_SetString(PyExc_ValueError, "unknown family");
         return -1;
@@ -218,15 +231,24 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t a, size
         i += width;
     }
     w->at[n] = (uint32_t)(b - a);
-    Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf, n};
+    Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
+                 e->tables[T_NUMERIC].buf, n};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;
     long count = 0;
     for (size_t p = 0; p < pieces; p++) {
-        size_t first = w->at[w->starts[p]], last = w->at[w->starts[p + 1]];
-        long got = bpe_piece(&e->model, data + a + first, last - first, out + count, &w->scratch);
-        if (got < 0) return -1;
-        count += got;
+        const uint8_t *piece = data + a + w->at[w->starts[p]];
+        size_t len = w->at[w->starts[p + 1]] - w->at[w->starts[p]];
+        while (len) { /* the parts between dropped bytes, each merged alone */
+            size_t part = 0;
+            while (part < len && !(e->drops && e->dropped[piece[part]])) part++;
+            long got = part ? bpe_piece(&e->model, piece, part, out + count, &w->scratch) : 0;
+            if (got < 0) return -1;
+            count += got;
+            if (part < len) part++;
+            piece += part;
+            len -= part;
+        }
     }
     return count;
 }

@@ -6,8 +6,9 @@ character's class looked up in ``gpu_kernels.char_classes.ClassTable`` (the same
 probed from the reference's regex engine, read by the C code in place), the split pattern run
 as a sequential matcher (``scan.c``), and byte-level BPE per piece (``bpe.c``: the merges of
 ``gpu_kernels.byte_bpe.MergeTable.pair_slots``, a per-thread piece cache, whole words first
-where the vocabulary has ``ignore_merges``).  The C part runs without the GIL, so chunks of one
-text (``chunked``) encode on every core.
+where the vocabulary has ``ignore_merges``; the bytes a trailing character-removing Split takes
+out skipped, each piece merged in the parts between them).  The C part runs without the GIL,
+so chunks of one text (``chunked``) encode on every core.
 
 Text that NFC changes is normalized first, as the reference does, and the tokens' ends moved
 back to the original text (``nfc``).  Where it cannot be sure of ids or ends it declines
@@ -32,7 +33,7 @@ from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import Payload, windows_normalized
 from gpu_kernels.plan import EncoderPlan
 
-FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3")
+FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits")
 """The scanners of ``scan.c``, in the order of its family codes."""
 
 _shared_classes: ClassTable | None = None
@@ -56,17 +57,21 @@ class NativeEncoder:
     def __init__(self, reference: ReferenceEncoder, classes: ClassTable | None = None) -> None:
         """Raises ``gpu_kernels.UnsupportedTokenizer`` for a tokenizer it does not cover."""
         self.reference = reference
-        self.plan = EncoderPlan(reference.tokenizer, classes or shared_classes())
+        self.plan = EncoderPlan(
+            reference.tokenizer, classes or shared_classes(), families=FAMILIES, drops=True
+        )
         table, merges = self.plan.classes, self.plan.merges
+        self._dropped = self.plan.dropped
         words = merges.words if merges.ignore_merges else {}
         lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         self._core = Encoder(
             FAMILIES.index(self.plan.family),
-            table.classes, table.folds, table.kinds, table.nfc, table.probed,
+            table.classes, table.folds, table.kinds, table.nfc, table.probed, table.numeric,
             merges.byte_ids, merges.pair_keys, merges.pair_ranks, merges.pair_merged,
             int(merges.width), merges.ignore_merges,
             b"".join(words), np.concatenate(([0], np.cumsum(lengths))),
             np.fromiter(words.values(), dtype=np.int32, count=len(words)),
+            self._dropped.tobytes(),
         )  # fmt: skip
         added = reference.tokenizer.get_added_tokens_decoder()
         self._lengths = _token_lengths(
@@ -96,7 +101,10 @@ class NativeEncoder:
                 if not windows_normalized(payload.data, begin, end):
                     return self._normalized(payload, begin, end)
         ids = self.ids(payload)
-        ends = self._ends(ids, len(payload.data))
+        if not self._dropped.any():
+            ends = self._ends(ids, len(payload.data))
+        else:
+            ends = self._ends_around_dropped(ids, payload)
         return None if ends is None else (ids, ends)
 
     def _normalized(
@@ -138,6 +146,28 @@ class NativeEncoder:
         if (ends[-1] if len(ends) else 0) != size:
             self._declines("the tokens' bytes do not add up to the text")
             return None
+        return ends
+
+    def _ends_around_dropped(self, ids: IdArray, payload: Payload) -> OffsetArray | None:
+        """Each token's end as the reference's offsets give it when bytes were dropped: a
+        token ending inside a character ends at that character's end, and the dropped bytes
+        belong to the token before them."""
+        data = np.frombuffer(payload.data, dtype=np.uint8)
+        kept = self._dropped[data] == 0
+        for begin, end in zip(payload.span_begin, payload.span_end, strict=True):
+            kept[begin:end] = True  # added tokens keep their bytes
+        if kept.all() or not len(ids):
+            return self._ends(ids, int(kept.sum()))
+        at = np.flatnonzero(kept)
+        used = np.cumsum(self._lengths[ids])
+        if used[-1] != len(at):
+            return self._ends(ids, -1)  # declines (counted): never expected
+        chars = np.append(np.flatnonzero((data & 0xC0) != 0x80), len(data))
+        last = at[used - 1] + 1
+        first = at[np.append(0, used[:-1])]
+        ceil = chars[np.searchsorted(chars, last)]
+        floor = chars[np.searchsorted(chars, first[1:], side="right") - 1]
+        ends: OffsetArray = np.maximum(ceil, np.append(floor, len(data))).astype(np.int32)
         return ends
 
     def _declines(self, reason: str) -> tuple[IdArray, OffsetArray] | None:

@@ -10,15 +10,16 @@ enum { K_NONE, K_UPPER, K_LOWER, K_OTHER_LETTER, K_MARK, K_SYMBOL };
 enum { F_NONE, F_S, F_T, F_R, F_E, F_V, F_M, F_L, F_D };
 
 /* Pre-tokenizer families, in the order of encoder.FAMILIES. */
-enum { FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, N_FAMILIES };
+enum { FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, FAM_GPT2_DIGITS, N_FAMILIES };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
- * their class codes (classes[cp]); folds and kinds are looked up through the tables. */
+ * their class codes (classes[cp]); folds, kinds and numeric are looked up through the tables. */
 typedef struct {
     const uint32_t *cp;
     const uint8_t *cls;
-    const uint8_t *folds; /* per code point */
-    const uint8_t *kinds; /* per code point */
+    const uint8_t *folds;   /* per code point */
+    const uint8_t *kinds;   /* per code point */
+    const uint8_t *numeric; /* per code point: the Digits pre-tokenizer isolates it */
     size_t n;
 } Stretch;
 

@@ -213,8 +213,25 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
     return k;
 }
 
+/* SmolLM2: Digits(individual_digits) isolates each numeric character first (Rust's
+ * is_numeric, probed apart from \p{N}), then GPT-2's pattern runs on every segment left,
+ * each alone (a stretch of its own: the lookahead ends where the segment does). */
+static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
+    size_t k = 0, i = 0;
+    while (i < s->n) {
+        size_t b = i;
+        while (b < s->n && !s->numeric[s->cp[b]]) b++;
+        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, b - i};
+        for (size_t j = 0; j < seg.n; j = gpt2_match(&seg, j)) starts[k++] = (uint32_t)(i + j);
+        if (b < s->n) starts[k++] = (uint32_t)b++;
+        i = b;
+    }
+    return k;
+}
+
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     if (family == FAM_DEEPSEEK_V3) return deepseek_pieces(s, starts);
+    if (family == FAM_GPT2_DIGITS) return gpt2_digits_pieces(s, starts);
     size_t k = 0, i = 0;
     while (i < s->n) {
         starts[k++] = (uint32_t)i;
