@@ -38,7 +38,7 @@ class LocalUpstreamError(RuntimeError):
 
 
 class LocalLlamaServer:
-    """``python -m app.local_upstream`` as a child process; a context manager.
+    """``python -m app.tools.local_upstream`` as a child process; a context manager.
 
     ``port=0`` lets llama.cpp pick a free port; ``url`` is known once ``start()`` returns.
     """
