@@ -242,7 +242,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _encode_or_explain(args: argparse.Namespace) -> int:
-    from app.tokenization import SessionTokenizer
+    from app.sessions import SessionTokenizer
 
     tok = SessionTokenizer.from_file(args.tokenizer)
     if args.command == "explain":

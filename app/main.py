@@ -21,13 +21,13 @@ from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
+from app.sessions import SessionTokenizer
+from app.sessions.ids_json import IdsJsonCache
+from app.sessions.memory import MemoryStore, SessionStore
+from app.sessions.redis_store import RedisStore
+from app.sessions.store_entry import fingerprint
+from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
-from app.tokenization import SessionTokenizer
-from app.tokenization.ids_json import IdsJsonCache
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import MemoryStore, SessionStore
-from app.tokenization.store_entry import fingerprint
-from app.tokenization.typed_specials import TypedSpecials
 from app.upstream import dialect_named
 from app.upstream.alignment import PROBES, Learned, learn
 from app.upstream.client import UpstreamClient

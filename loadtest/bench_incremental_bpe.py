@@ -36,7 +36,7 @@ import tiktoken
 from tokenizers import Tokenizer
 
 from app import assets
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.incremental_bpe import IncrementalBPE
 from loadtest.bpe_reference import reference_bpe
 

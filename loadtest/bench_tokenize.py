@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app import assets
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from loadtest.agent_sessions import MARKUPS, session_calls
 
 # The generator's append sizes are heavy-tailed (median ~0.6 x mean); a mean of 2300 chars

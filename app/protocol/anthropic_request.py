@@ -29,7 +29,7 @@ import orjson
 
 from app.errors import BadRequestError
 from app.protocol.json_text import text_size
-from app.tokenization.lru import LruCache
+from app.sessions.lru import LruCache
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 _MEDIA = frozenset({"image", "document", "search_result", "container_upload"})

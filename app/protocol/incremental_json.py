@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.tokenization.lru import LruCache
+from app.sessions.lru import LruCache
 
 _SHIFT = 1 << 16
 """How far an edit before the array may move it (Claude Code's billing line: a few bytes)."""

@@ -39,7 +39,7 @@ from typing import Any
 
 from app.errors import BadRequestError
 from app.protocol.json_text import text_size
-from app.tokenization.lru import LruCache
+from app.sessions.lru import LruCache
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}

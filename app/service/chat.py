@@ -33,12 +33,13 @@ from app.protocol.openai_chat import ChatRequest
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.service.timings import Timings
+from app.sessions import SessionTokenizer
+from app.sessions.ids_json import IdsJsonCache
+from app.sessions.lru import LruCache
+from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
 from app.telemetry.oracle_source import RenderSource
-from app.tokenization import Encoding, SessionTokenizer
-from app.tokenization.ids_json import IdsJsonCache
-from app.tokenization.lru import LruCache
-from app.tokenization.typed_specials import TypedSpecials
+from app.tokenization import Encoding
 from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage

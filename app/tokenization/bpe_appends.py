@@ -26,7 +26,7 @@ import numpy as np
 
 from app.tokenization.incremental_bpe import IncrementalBPE, IncrementalState, VocabularyError
 from app.tokenization.sentencepiece_bpe import SPACE
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 
 _PREPEND_SPACES = [
     {"type": "Prepend", "prepend": SPACE},

@@ -21,7 +21,7 @@ import numpy as np
 from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.diff import Run, align
 from app.tokenization.reference import CopiedIds, IdArray, OffsetArray
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 
 
 class Cut(NamedTuple):

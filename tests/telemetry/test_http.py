@@ -25,12 +25,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.main import create_app
+from app.sessions.ids_json import IdsJson
+from app.sessions.pieces import PieceEncoder, PieceIds
 from app.tokenization.growable import Growable
-from app.tokenization.ids_json import IdsJson
-from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray
 from app.tokenization.repair import Plan, Repairer
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 from tests.api.servers import StubUpstream, serving
 from tests.api.test_faults import expected_ids
 

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.config import Settings
+from app.sessions import SessionTokenizer
 from app.telemetry.metrics import Metrics
 from app.telemetry.shadow import ShadowJob, ShadowVerifier
-from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization import Encoding
 from tests.adversarial import grown_texts
 
 FAMILIES = ["qwen3", "llama3", "o200k", "smollm2"]

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenization.ids_json import IdsJson, IdsJsonCache
+from app.sessions.ids_json import IdsJson, IdsJsonCache
 from app.tokenization.reference import CopiedIds
 
 id_lists = st.lists(st.integers(0, 2_000_000_000), max_size=60)

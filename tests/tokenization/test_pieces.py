@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import typed_specials
-from app.tokenization.ids_json import IdsJsonCache
-from app.tokenization.typed_specials import Masked, TypedSpecials
+from app.sessions import typed_specials
+from app.sessions.ids_json import IdsJsonCache
+from app.sessions.typed_specials import Masked, TypedSpecials
 
 SENTINEL = "\U0010fd00"
 fragments = st.one_of(

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from app.errors import BadRequestError
 from app.rendering import ChatTemplate
-from app.tokenization.typed_specials import TypedSpecials
+from app.sessions.typed_specials import TypedSpecials
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

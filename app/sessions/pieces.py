@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from app.tokenization.lru import LruCache
+from app.sessions.lru import LruCache
 from app.tokenization.reference import CopiedIds, IdArray
 
 _CHUNK = 1 << 16

@@ -1,8 +1,8 @@
-"""Session state and the in-memory session store (LRU, bounded in bytes, thread-safe).
+"""The in-memory session store (LRU, bounded in bytes, thread-safe).
 
-A state is immutable: text as UTF-8 bytes, ids as int32, token end offsets as int32, all
-read-only.  Callers that race on one session each work from a consistent snapshot; the last
-writer wins, and every state written is exact for its own text.
+Callers that race on one session each work from a consistent snapshot (states are immutable,
+``tokenization.state``); the last writer wins, and every state written is exact for its own
+text.
 
 Content lookup (no session key) indexes each text by a checksum of the 256 bytes ending at a few
 anchor lengths (256, 1K, 4K, ... bytes).  That costs O(1) per write.  A checksum hit only
@@ -17,14 +17,11 @@ import sys
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.pieced_text import EncodedPieces
 from app.tokenization.diff import common_prefix
-from app.tokenization.growable import Growable, Pieces
-from app.tokenization.reference import IdArray, OffsetArray
+from app.tokenization.state import SessionState
 
 SessionKey = tuple[str, str]
 """(tenant, session id): sessions never match across tenants."""
@@ -32,42 +29,6 @@ SessionKey = tuple[str, str]
 _ANCHOR_SPAN = 256
 _ANCHORS = tuple(_ANCHOR_SPAN * 4**k for k in range(12))
 _MAX_CANDIDATES = 8
-_STATE_OVERHEAD = 256
-
-
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class SessionState:
-    """One transcript as last encoded: ``ids[i]`` covers bytes up to ``ends[i]`` of ``text``."""
-
-    text: bytes
-    ids: IdArray
-    ends: OffsetArray
-    growth: Growable | None = field(default=None, compare=False, repr=False)
-    """The buffers ``ids`` and ``ends`` are views of, with room to grow in place (None for a
-    state decoded from a shared store: its first extension copies)."""
-
-    @classmethod
-    def grown(cls, text: bytes, growth: Growable) -> SessionState:
-        """The state whose ids and ends are ``growth``'s arrays."""
-        ids, ends = growth.views
-        return cls(text, ids, ends, growth)
-
-    def extended(self, text: bytes, keep: int, ids: Pieces, ends: Pieces) -> SessionState:
-        """The state for ``text`` whose ids and ends are this one's first ``keep`` followed by
-        ``ids`` and ``ends``; the kept ones are not copied when this state's buffers have room
-        (see ``growable``)."""
-        tails: Sequence[Pieces] = (ids, ends)
-        growth = (
-            self.growth.extended(keep, tails)
-            if self.growth is not None
-            else Growable.of((self.ids[:keep], self.ends[:keep]), tails)
-        )
-        return SessionState.grown(text, growth)
-
-    @property
-    def nbytes(self) -> int:
-        arrays = self.growth.nbytes if self.growth else self.ids.nbytes + self.ends.nbytes
-        return len(self.text) + arrays + _STATE_OVERHEAD
 
 
 def anchors(text: bytes) -> list[tuple[int, int]]:
@@ -198,9 +159,7 @@ class RecentTexts:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._texts: OrderedDict[SessionKey, tuple[Recent, SessionState, int]] = (
-            OrderedDict()
-        )
+        self._texts: OrderedDict[SessionKey, tuple[Recent, SessionState, int]] = OrderedDict()
         self._bytes = 0
 
     def get(self, key: SessionKey, state: SessionState) -> Recent | None:

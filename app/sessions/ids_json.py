@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app.sessions.lru import LruCache
 from app.tokenization.growable import Growable
-from app.tokenization.lru import LruCache
 from app.tokenization.reference import CopiedIds, IdArray
 
 _POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)

@@ -40,12 +40,13 @@ import orjson
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
+from app.sessions.lru import LruCache
+from app.sessions.pieces import PieceEncoder, PieceIds
+from app.sessions.tokenizer import SessionTokenizer
 from app.tokenization.chunked import PARALLEL_CHUNK
-from app.tokenization.lru import LruCache
-from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray, ReferenceEncoder
-from app.tokenization.session import SessionTokenizer
 from app.tokenization.spec import spec_from_json
+from app.tokenization.transcript import TranscriptEncoder
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)
@@ -291,9 +292,8 @@ def _piece_sessions(
     spec = spec_from_json(data)
     if not spec.proven:
         return None
-    return SessionTokenizer(
-        ReferenceEncoder(plain), spec, store_bytes=store_bytes, parallel_chunk=parallel_chunk
-    )
+    encoder = TranscriptEncoder(ReferenceEncoder(plain), spec, parallel_chunk=parallel_chunk)
+    return SessionTokenizer(encoder, store_bytes=store_bytes)
 
 
 def _approx_bytes(item: Any) -> int:
