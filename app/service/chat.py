@@ -192,7 +192,7 @@ class ChatService:
         else:
             text = rendered.text()
             self.render_cache.make_room(text)  # this path joins: keep the join off fresh pages
-            pieces = self.typed_specials.encode(text, masked, session=key, tenant=caller.tenant)
+            pieces = self.typed_specials.encode(text, masked, session=key)
             if self.card.send_text:
                 text = masked.restore(text)
             encoding = Encoding(

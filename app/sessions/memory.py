@@ -13,13 +13,11 @@ returned is just a base for the diff, which verifies every byte it reuses.
 
 from __future__ import annotations
 
-import sys
 import threading
 import zlib
 from collections import OrderedDict
 from typing import Protocol
 
-from app.pieced_text import EncodedPieces
 from app.tokenization.diff import common_prefix
 from app.tokenization.state import SessionState
 
@@ -138,52 +136,3 @@ class MemoryStore:
                 bucket.pop(key, None)
                 if not bucket:
                     del self._index[(key[0], length, mark)]
-
-
-Recent = str | EncodedPieces
-"""What ``RecentTexts`` keeps of a text."""
-
-
-class RecentTexts:
-    """The text each recently used session was last encoded from, bounded in bytes.
-
-    An accelerator beside the store, not part of a session's state: when a new text starts with
-    the previous one (a plain append), ``str.startswith`` proves it without re-encoding the
-    whole transcript to UTF-8, which costs more than anything else at millions of characters;
-    a pieced text is kept with its pieces' UTF-8 ends, to build the next one's UTF-8 from
-    (``EncodedPieces``).  An entry is used only together with the very state it was encoded
-    into.  A pieced text counts what its pieces hold, though the render memo mostly holds the
-    same objects: the bound stays true once the memo has let them go.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._texts: OrderedDict[SessionKey, tuple[Recent, SessionState, int]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, key: SessionKey, state: SessionState) -> Recent | None:
-        with self._lock:
-            entry = self._texts.get(key)
-            if entry is None or entry[1] is not state:
-                return None
-            self._texts.move_to_end(key)
-            return entry[0]
-
-    def put(self, key: SessionKey, text: Recent, state: SessionState) -> None:
-        size = sys.getsizeof(text) if isinstance(text, str) else text.nbytes
-        with self._lock:
-            old = self._texts.pop(key, None)
-            if old is not None:
-                self._bytes -= old[2]
-            if size > self.max_bytes:
-                return
-            self._texts[key] = (text, state, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, _, dropped) = self._texts.popitem(last=False)
-                self._bytes -= dropped
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"texts": len(self._texts), "bytes": self._bytes, "max_bytes": self.max_bytes}

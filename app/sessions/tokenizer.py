@@ -13,6 +13,7 @@ the longest prefix) and keeps the new one in the store.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InvalidTextError
+from app.memos import Memos
 from app.pieced_text import EncodedPieces, PiecedText, joined
-from app.sessions.memory import MemoryStore, Recent, RecentTexts, SessionKey, SessionStore
+from app.sessions.memory import MemoryStore, SessionKey, SessionStore
+from app.sessions.registry import SessionRegistry
 from app.tokenization.diff import common_prefix
 from app.tokenization.gpu_route import GpuColdStarts
 from app.tokenization.reference import ReferenceEncoder
@@ -30,6 +33,11 @@ from app.tokenization.state import SessionState
 from app.tokenization.transcript import WHOLE, Encoding, TranscriptEncoder
 
 _MAX_TEXT_BYTES = (1 << 31) - 1
+
+Recent = str | EncodedPieces
+"""What is kept of the text a session was last encoded from."""
+RecentText = tuple[Recent, SessionState]
+"""A session's last text, with the very state it was encoded into (``SessionTokenizer``)."""
 
 
 class SessionTokenizer:
@@ -41,11 +49,21 @@ class SessionTokenizer:
         *,
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
+        recent: Memos[RecentText] | None = None,
         recent_text_bytes: int = 256 << 20,
     ) -> None:
+        """``recent``: the text each session was last encoded from (a registry of its own of
+        ``recent_text_bytes`` when None).  An accelerator beside the store, not part of a
+        session's state: when a new text starts with the previous one (a plain append),
+        ``str.startswith`` proves it without re-encoding the whole transcript to UTF-8, which
+        costs more than anything else at millions of characters; a pieced text is kept with
+        its pieces' UTF-8 ends, to build the next one's UTF-8 from (``EncodedPieces``).  An
+        entry is used only together with the very state it was encoded into."""
         self.encoder = encoder
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
-        self._recent = RecentTexts(recent_text_bytes)
+        self._recent: Memos[RecentText] = (
+            recent if recent is not None else SessionRegistry(recent_text_bytes).slot("recent")
+        )
         self._lock = threading.Lock()
         self._content_keys = 0
 
@@ -56,14 +74,14 @@ class SessionTokenizer:
         *,
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
+        recent: Memos[RecentText] | None = None,
         recent_text_bytes: int = 256 << 20,
         **options: Any,
     ) -> SessionTokenizer:
         """Load a tokenizer.json; ``options`` as for ``TranscriptEncoder.from_file``."""
         encoder = TranscriptEncoder.from_file(path, **options)
-        return cls(
-            encoder, store=store, store_bytes=store_bytes, recent_text_bytes=recent_text_bytes
-        )
+        kept = {"store_bytes": store_bytes, "recent_text_bytes": recent_text_bytes}
+        return cls(encoder, store=store, recent=recent, **kept)
 
     @property
     def reference(self) -> ReferenceEncoder:
@@ -98,7 +116,7 @@ class SessionTokenizer:
         key: SessionKey | None = (scope, "s:" + session) if session is not None else None
         base = self.store.get(key) if key is not None else None
         base_key = key if base is not None else None
-        related = self._related_bytes(key, text, base)
+        related = self._related_bytes(session, text, base)
         prefix: int | None = None
         if related is not None:
             data, prefix, recent = related
@@ -118,7 +136,8 @@ class SessionTokenizer:
         if route != "hit" or base_key != key:
             self.store.put(key, core)
         if session is not None:
-            self._recent.put(key, recent, core)
+            size = sys.getsizeof(recent) if isinstance(recent, str) else recent.nbytes
+            self._recent.put(session, (recent, core), size)
         ids = self.encoder.framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in WHOLE else None
         copied = outcome.copied if ids is core.ids else None
@@ -137,20 +156,22 @@ class SessionTokenizer:
         return {
             **self.encoder.explain(),
             "store": self.store.stats(),
-            "recent_texts": self._recent.stats(),
         }
 
     def _related_bytes(
-        self, key: SessionKey | None, text: str | PiecedText, base: SessionState | None
+        self, session: str | None, text: str | PiecedText, base: SessionState | None
     ) -> tuple[bytes, int, Recent] | None:
         """(UTF-8 of ``text``, its common prefix with ``base.text``, what to remember of
         ``text``) built from ``base`` without encoding all of ``text``, when it is related to
         the text ``base`` was encoded from: a ``str`` that starts with it (``str.startswith``),
         or a ``PiecedText`` whose pieces mostly equal its pieces at the same positions
         (``EncodedPieces.successor``); else None."""
-        if key is None or base is None:
+        if session is None or base is None:
             return None
-        previous = self._recent.get(key, base)
+        remembered = self._recent.get(session)
+        if remembered is None or remembered[1] is not base:
+            return None
+        previous = remembered[0]
         with _positions_in(text):
             if isinstance(text, str):
                 if not isinstance(previous, str) or not text.startswith(previous):
