@@ -160,6 +160,7 @@ async def _build_service(
             parallel_chunk=settings.parallel_chunk,
         ),
         bodies=BodyParser(sessions.slot("body")),
+        warned=sessions.slot("tools_warned"),
         telemetry=telemetry,
         readiness=readiness,
     )
