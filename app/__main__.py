@@ -111,7 +111,7 @@ def _tool_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _encode_or_explain(args: argparse.Namespace) -> int:
-    from app.tokenization import SessionTokenizer
+    from app.sessions import SessionTokenizer
 
     tok = SessionTokenizer.from_file(args.tokenizer)
     if args.command == "explain":

@@ -21,13 +21,14 @@ from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
 from app.service.chat import ChatService, ModelCard
+from app.sessions import SessionTokenizer
+from app.sessions.ids_json import IdsJsonCache
+from app.sessions.memory import MemoryStore, SessionStore
+from app.sessions.redis_store import RedisStore
+from app.sessions.registry import SessionRegistry
+from app.sessions.store_entry import fingerprint
+from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
-from app.tokenization import SessionTokenizer
-from app.tokenization.ids_json import IdsJsonCache
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import MemoryStore, SessionStore
-from app.tokenization.store_entry import fingerprint
-from app.tokenization.typed_specials import TypedSpecials
 from app.upstream import dialect_named
 from app.upstream.alignment import PROBES, Learned, learn
 from app.upstream.client import UpstreamClient
@@ -43,16 +44,18 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = UpstreamClient(settings, transport)
         store = session_store(settings)
+        app.state.sessions = sessions = SessionRegistry(memo_bytes(settings))
         app.state.telemetry = telemetry = Telemetry(settings)
         service: ChatService | None = None
         try:
-            app.state.chat = service = await _build_service(settings, client, store, telemetry)
-            # The client APIs' own per-session memos, inside the same budget (see below).
-            share = settings.store_bytes // 32
-            app.state.anthropic_translator = AnthropicTranslator(share)
+            app.state.chat = service = await _build_service(
+                settings, client, store, sessions, telemetry
+            )
+            # The client APIs' own per-session memos (keyed by API and caller, see ``api``).
+            app.state.anthropic_translator = AnthropicTranslator(sessions.slot("anthropic"))
             app.state.responses_parsers = (
-                BodyParser(2 * share, array="input"),
-                ResponsesTranslator(share),
+                BodyParser(sessions.slot("responses_body"), array="input"),
+                ResponsesTranslator(sessions.slot("responses")),
             )
             yield
         finally:
@@ -80,8 +83,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 
 def session_store(settings: Settings) -> MemoryStore | RedisStore:
-    """This process's session state (5/16 of the budget, see below), and Redis behind it
-    when ``settings.store`` names one."""
+    """This process's session state (text, ids and offsets: 5/16 of ``store_bytes``), and
+    Redis behind it when ``settings.store`` names one."""
     local = MemoryStore(settings.store_bytes * 5 // 16)
     if settings.store == "memory":
         return local
@@ -94,17 +97,26 @@ def session_store(settings: Settings) -> MemoryStore | RedisStore:
     )
 
 
-async def _build_service(
-    settings: Settings, client: UpstreamClient, store: SessionStore, telemetry: Telemetry
-) -> ChatService:
-    # Session state, in 16ths of the budget: 5 for text+ids+offsets, 3 for the render memo,
-    # 2 each for the cached id JSON, the last chat/Anthropic bodies and typed special-token
-    # sessions; the Responses bodies (1) and the two request translators (1/2 each) are
-    # built in ``create_app``.
+def memo_bytes(settings: Settings) -> int:
+    """The per-session memos' share of ``store_bytes`` (bodies, translations, the scan, the
+    render memo, the last text, the id JSON, the pieces), in one LRU over sessions
+    (``SessionRegistry``): what the token states (5/16, ``session_store``) and the repaired
+    special-token pieces' states (1/32) leave."""
     budget = settings.store_bytes
+    return budget - budget * 5 // 16 - budget // 32
+
+
+async def _build_service(
+    settings: Settings,
+    client: UpstreamClient,
+    store: SessionStore,
+    sessions: SessionRegistry,
+    telemetry: Telemetry,
+) -> ChatService:
     tokenizer = SessionTokenizer.from_file(
         settings.tokenizer_file,
         store=store,
+        recent=sessions.slot("recent"),
         gpu_cold_start=settings.gpu_cold_start,
         parallel_chunk=settings.parallel_chunk,
         cpu_encoder=settings.cpu_encoder,
@@ -139,14 +151,16 @@ async def _build_service(
         tokenizer=tokenizer,
         dialect=dialect,
         client=client,
-        ids_cache=IdsJsonCache(budget // 8),
-        render_cache=RenderCache(max_chars=budget * 3 // 16),
+        ids_cache=IdsJsonCache(sessions.slot("ids_json")),
+        render_cache=RenderCache(sessions.slot("render")),
         typed_specials=TypedSpecials(
             tokenizer.reference.tokenizer,
-            cache_bytes=budget // 8,
+            sessions=sessions,
+            piece_store_bytes=settings.store_bytes // 32,
             parallel_chunk=settings.parallel_chunk,
         ),
-        bodies=BodyParser(budget // 8),
+        bodies=BodyParser(sessions.slot("body")),
+        warned=sessions.slot("tools_warned"),
         telemetry=telemetry,
         readiness=readiness,
     )

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from tokenizers import Tokenizer
 
-from app.tokenization.lru import LruCache
+from app.sessions.lru import LruCache
 from gpu_kernels.byte_bpe import IdArray, MergeTable
 from gpu_kernels.char_classes import ClassTable, CodePoints
 from gpu_kernels.payload import (

@@ -80,7 +80,7 @@ def main() -> None:
 
 def tokenizer_rows(args: argparse.Namespace) -> bool:
     """The session tokenizer's cold starts, one piece vs chunks; True if any id differed."""
-    from app.tokenization import SessionTokenizer
+    from app.sessions import SessionTokenizer
     from app.tokenization.boundaries import CutRules
     from app.tokenization.chunked import ChunkedEncoder
     from app.tools import assets

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tiktoken
 from tokenizers import Tokenizer
 
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.incremental_bpe import IncrementalBPE
 from app.tools import assets
 from loadtest.bpe_reference import reference_bpe

@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.rendering import ChatTemplate, RenderCache
+from app.sessions.registry import SessionRegistry
 from loadtest.agent_sessions import chat_requests
 
 CONFIG = Path(__file__).resolve().parents[1] / ".assets" / "qwen3" / "tokenizer_config.json"
@@ -50,7 +51,7 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
     # consecutive calls in a fresh cache, each holding the previous result.
     times: dict[str, list[float]] = {"fresh": [], "memo": [], "frozen": [], "json.loads": []}
     paged: list[int] = []  # page faults of each frozen call
-    frozen_cache = RenderCache()
+    frozen_cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     for shared in objects[-calls - 1 :]:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
@@ -61,7 +62,9 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
         if shared is not objects[-calls - 1]:
             times["frozen"].append(t1 - t0)
             paged.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
-    cache, frozen_cache = RenderCache(), RenderCache()  # checks the frozen mode afresh
+    sessions = SessionRegistry(1 << 30)
+    cache = RenderCache(sessions.slot("render"))
+    frozen_cache = RenderCache(sessions.slot("frozen_render"))  # checks the frozen mode afresh
     fast = turns = before = 0
     for text, shared in zip(bodies[-calls - 1 :], objects[-calls - 1 :], strict=True):
         t0 = time.perf_counter()

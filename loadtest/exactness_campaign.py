@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.chunked import PARALLEL_CHUNK
 from app.tools import assets
 from loadtest.agent_sessions import MARKUPS, session_calls

@@ -37,9 +37,9 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 70, 200, 30, 50
 
 def measure(name: str, sizes: Sequence[int], calls: int) -> list[Series]:
     """The three measured series, one run per size."""
-    from app import assets
     from app.tokenization.native.encoder import NativeEncoder
     from app.tokenization.reference import ReferenceEncoder
+    from app.tools import assets
     from loadtest.agent_sessions import MARKUPS, session_calls
     from loadtest.bench_tokenize import _MEAN_APPEND, run_size
 

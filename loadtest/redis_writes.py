@@ -29,10 +29,11 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.tokenization import SessionTokenizer  # noqa: E402
-from app.tokenization.redis_store import RedisStore  # noqa: E402
-from app.tokenization.store import MemoryStore, SessionState  # noqa: E402
-from app.tokenization.store_entry import fingerprint  # noqa: E402
+from app.sessions import SessionTokenizer  # noqa: E402
+from app.sessions.memory import MemoryStore  # noqa: E402
+from app.sessions.redis_store import RedisStore  # noqa: E402
+from app.sessions.store_entry import fingerprint  # noqa: E402
+from app.tokenization.state import SessionState  # noqa: E402
 from app.tools import assets  # noqa: E402
 from loadtest.agent_sessions import MARKUPS, session_calls  # noqa: E402
 

@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 
 from app.errors import BadRequestError
+from app.memos import Memos
 from app.protocol.json_text import text_size
-from app.tokenization.lru import LruCache
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 _MEDIA = frozenset({"image", "document", "search_result", "container_upload"})
@@ -78,11 +78,11 @@ class ChatTranslator:
     previous call's last message.  ``system``, ``tools`` and the other fields are translated
     on every call; the system message object is kept while its content is unchanged and
     replaced alone when it changed (Claude Code's billing line), the messages after it still
-    the previous call's objects.  Bounded by bytes: the message texts it keeps alive and ~256
+    the previous call's objects.  A memo's size: the message texts it keeps alive and ~256
     per chat message."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self._memo: LruCache[str, _Turns] = LruCache(max_bytes)
+    def __init__(self, memos: Memos[_Turns]) -> None:
+        self._memo = memos
 
     def translate(self, body: Any, key: str, *, strip_billing_line: bool = False) -> Translated:
         """The chat body for ``body``, a session's (``key``) latest.  Whatever the body parser

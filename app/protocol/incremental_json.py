@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.tokenization.lru import LruCache
+from app.memos import Memos
 
 _SHIFT = 1 << 16
 """How far an edit before the array may move it (Claude Code's billing line: a few bytes)."""
@@ -67,11 +67,11 @@ class ParsedBody:
 
 
 class BodyParser:
-    """Per-session memo of the last body; thread-safe, bounded by bytes.  ``array`` names the
+    """Per-session memo of the last body (kept in ``memos``); thread-safe.  ``array`` names the
     top-level array that grows ("messages" for chat and Anthropic, "input" for Responses)."""
 
-    def __init__(self, max_bytes: int, *, array: str = "messages") -> None:
-        self._previous: LruCache[str, _Previous] = LruCache(max_bytes)
+    def __init__(self, memos: Memos[_Previous], *, array: str = "messages") -> None:
+        self._previous = memos
         self._array = array
 
     def parse(self, data: bytes, key: str | None) -> ParsedBody:

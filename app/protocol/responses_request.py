@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import BadRequestError
+from app.memos import Memos
 from app.protocol.json_text import text_size
-from app.tokenization.lru import LruCache
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
@@ -125,11 +125,11 @@ class ChatTranslator:
     """``chat_body`` with a per-session memo: when the body parser reused the previous
     call's first ``input`` items (the same objects, every other field unchanged), only the
     new items are translated, and the messages they made are the previous call's objects
-    (so ``parse_chat_request`` need not check them again).  Bounded by bytes: the item texts
-    it keeps alive and ~256 per message."""
+    (so ``parse_chat_request`` need not check them again).  A memo's size: the item texts it
+    keeps alive and ~256 per message."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self._memo: LruCache[str, _Turns] = LruCache(max_bytes)
+    def __init__(self, memos: Memos[_Turns]) -> None:
+        self._memo = memos
 
     def translate(self, body: Any, key: str, reused: int) -> tuple[dict[str, Any], int]:
         """(chat body, how many leading messages are the previous call's, checked)."""

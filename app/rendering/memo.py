@@ -25,11 +25,11 @@ import marshal
 import operator
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.memos import Memos
 from app.rendering.loops import LoopPlan
 from app.rendering.replay import LoopRun, run_loop
 
@@ -211,18 +211,16 @@ def _marshal(value: Any) -> bytes:
         return b""
 
 
+RenderMemos = dict[str, SessionMemo]
+"""A session's render memos, by template and variant."""
+
+
 class RenderCache:
-    """Bounded, thread-safe store of per-session memos (LRU by session, char-bounded).
+    """The render memos of every session, kept in ``memos`` (``app.memos``: whatever keeps
+    them bounds them; a memo's size counts the characters it holds)."""
 
-    ``max_chars`` bounds the text held over all sessions (a session larger than a quarter
-    of it is dropped and starts over).
-    """
-
-    def __init__(self, *, max_sessions: int = 256, max_chars: int = 256_000_000) -> None:
-        self.max_sessions = max_sessions
-        self.max_chars = max_chars
-        self._sessions: OrderedDict[str, SessionMemo] = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, memos: Memos[RenderMemos]) -> None:
+        self._memos = memos
         self._headroom = 0  # the largest block ``make_room`` has freed
 
     def make_room(self, text: str) -> None:
@@ -242,27 +240,23 @@ class RenderCache:
         block = bytes(self._headroom)
         del block
 
-    def session(self, key: str) -> SessionMemo:
-        with self._lock:
-            memo = self._sessions.pop(key, None) or SessionMemo()
-            self._sessions[key] = memo
-            while len(self._sessions) > self.max_sessions or (
-                self._total() > self.max_chars and len(self._sessions) > 1
-            ):
-                self._sessions.popitem(last=False)
-            return memo
+    def session(self, key: str, variant: str) -> SessionMemo:
+        """Session ``key``'s memo for a template variant (a new one when there is none)."""
+        memos = self._memos.get(key) or {}
+        memo = memos.get(variant)
+        if memo is None:
+            memo = SessionMemo()
+            memos = {**memos, variant: memo}  # never changed once stored: copied
+            self._memos.put(key, memos, _size(memos))
+        return memo
 
-    def account(self, memo: SessionMemo) -> None:
-        """After a render: keep ``memo`` within its share, then the store within bounds."""
+    def account(self, key: str, memo: SessionMemo) -> None:
+        """After a render: the session's memos are kept at their new size."""
         memo.resize()
-        with self._lock:
-            if memo.size > self.max_chars // 4:
-                memo.clear()
-            while self._total() > self.max_chars and len(self._sessions) > 1:
-                self._sessions.popitem(last=False)
+        memos = self._memos.get(key)
+        if memos is not None and any(m is memo for m in memos.values()):
+            self._memos.put(key, memos, _size(memos))
 
-    def _total(self) -> int:
-        return sum(m.size for m in self._sessions.values())
 
-    def __len__(self) -> int:
-        return len(self._sessions)
+def _size(memos: RenderMemos) -> int:
+    return sum(m.size for m in memos.values())

@@ -187,13 +187,13 @@ class ChatTemplate:
         if cache is None or session is None or variant.memo_template is None:
             context = self._context(variant, *inputs, None)
             return PiecedText(_run(variant, variant.template, context))
-        memo = cache.session(f"{id(self)}:{variant.name}:{session}")
+        memo = cache.session(session, f"{id(self)}:{variant.name}")
         with memo.lock:
             context = self._context(variant, *inputs, memo, frozen)
             try:
                 return PiecedText(_run(variant, variant.memo_template, context, memo))
             finally:
-                cache.account(memo)
+                cache.account(session, memo)
 
     def _context(
         self,

@@ -26,6 +26,7 @@ from app.errors import (
     TemplateError,
     UpstreamTruncatedError,
 )
+from app.memos import Memos
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
@@ -33,12 +34,12 @@ from app.protocol.openai_chat import ChatRequest
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.service.timings import Timings
+from app.sessions import SessionTokenizer
+from app.sessions.ids_json import IdsJsonCache
+from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
 from app.telemetry.oracle_source import RenderSource
-from app.tokenization import Encoding, SessionTokenizer
-from app.tokenization.ids_json import IdsJsonCache
-from app.tokenization.lru import LruCache
-from app.tokenization.typed_specials import TypedSpecials
+from app.tokenization import Encoding
 from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
@@ -47,7 +48,6 @@ from app.upstream.readiness import Readiness
 from app.upstream.stops import StopTrim, trimmed
 
 log = logging.getLogger(__name__)
-_WARNED_SESSIONS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +103,11 @@ class ChatService:
         render_cache: RenderCache,
         typed_specials: TypedSpecials,
         bodies: BodyParser,
+        warned: Memos[bool],
         telemetry: Telemetry,
         readiness: Readiness,
     ) -> None:
+        """``warned``: the sessions already told that the template drops their tools."""
         self.card = card
         self.readiness = readiness
         readiness.subscribe(self._learned)
@@ -118,7 +120,7 @@ class ChatService:
         self.bodies = bodies
         self.telemetry = telemetry
         self.drops_tools = card.template.drops_tools()  # once, at startup
-        self._warned: LruCache[str, bool] = LruCache(_WARNED_SESSIONS)
+        self._warned = warned
 
     def _learned(self, learned: Learned) -> None:
         self.card = replace(
@@ -191,7 +193,7 @@ class ChatService:
         else:
             text = rendered.text()
             self.render_cache.make_room(text)  # this path joins: keep the join off fresh pages
-            pieces = self.typed_specials.encode(text, masked, session=key, tenant=caller.tenant)
+            pieces = self.typed_specials.encode(text, masked, session=key)
             if self.card.send_text:
                 text = masked.restore(text)
             encoding = Encoding(

@@ -4,7 +4,7 @@ Two contracts, as the proxy promises them:
 
 * a plain prompt's ids are the reference encode of the whole rendered text;
 * a prompt whose client content held special-token text (route "pieces", see
-  ``app.tokenization.typed_specials``) is the rendered text split at the special tokens the
+  ``app.sessions.typed_specials``) is the rendered text split at the special tokens the
   template placed, each piece between them encoded with special-token matching off.
 
 Both use ``encode_batch``, which releases the GIL: a check of a long transcript in the

@@ -32,8 +32,8 @@ import numpy as np
 import orjson
 from tokenizers import Tokenizer
 
+from app.sessions import SessionTokenizer
 from app.telemetry.oracle import Oracle, first_divergence
-from app.tokenization import SessionTokenizer
 from app.tokenization.reference import IdArray
 
 log = logging.getLogger("toksplice.shadow")

@@ -1,6 +1,6 @@
 """The shadow verifier's own view of a request's special-token text, apart from the proxy's.
 
-The proxy masks special-token text in client data (``app.tokenization.typed_specials``) and
+The proxy masks special-token text in client data (``app.sessions.typed_specials``) and
 sends the ids of the text rendered from the masked copy.  Checking those ids against that same
 text would only check the encoder: a string the masking missed (an object key, say) would
 be a control token in both.  So the verifier starts again from the client data as the proxy

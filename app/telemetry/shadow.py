@@ -31,13 +31,14 @@ import orjson
 
 from app.config import Settings
 from app.pieced_text import PiecedText, joined
+from app.sessions import SessionTokenizer
+from app.sessions.typed_specials import Masked, TypedSpecials
 from app.telemetry.metrics import Metrics
 from app.telemetry.oracle_process import OracleProcess
 from app.telemetry.oracle_source import RenderSource, oracle_prompt, special_pattern
-from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization import Encoding
 from app.tokenization.engines import EngineRun, engine_at
 from app.tokenization.reference import IdArray
-from app.tokenization.typed_specials import Masked, TypedSpecials
 
 log = logging.getLogger("toksplice.shadow")
 

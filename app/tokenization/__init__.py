@@ -1,6 +1,7 @@
-"""Exact stateful tokenization: reference-equal ids with per-session repair."""
+"""Exact tokenization: reference-equal ids, repaired from a related text's state."""
 
-from app.tokenization.session import Encoding, SessionTokenizer
 from app.tokenization.spec import TokenizerSpec, load_spec
+from app.tokenization.state import SessionState
+from app.tokenization.transcript import Encoding, TranscriptEncoder
 
-__all__ = ["Encoding", "SessionTokenizer", "TokenizerSpec", "load_spec"]
+__all__ = ["Encoding", "SessionState", "TokenizerSpec", "TranscriptEncoder", "load_spec"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from app.tokenization.incremental_bpe import IncrementalBPE, IncrementalState, VocabularyError
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 
 SPACE = "\u2581"  # ▁, SentencePiece's space
 PREPEND_SPACES = [

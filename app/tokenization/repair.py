@@ -22,7 +22,7 @@ from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.diff import Run, align
 from app.tokenization.engines import Engine
 from app.tokenization.reference import CopiedIds, IdArray, OffsetArray
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 
 
 class Cut(NamedTuple):

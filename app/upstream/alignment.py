@@ -25,7 +25,7 @@ from app.errors import (
     UpstreamUnreachableError,
 )
 from app.rendering import ChatTemplate
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.upstream.client import UpstreamClient
 from app.upstream.dialect import Dialect
 

@@ -21,6 +21,7 @@ from app.protocol.anthropic_reply import MessageStream, message_from_completion
 from app.protocol.anthropic_request import ChatTranslator, Translated, to_chat_body
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import parse_chat_request
+from app.sessions.registry import SessionRegistry
 
 TEXT = st.text(alphabet="ab \n{}\"é", max_size=6)
 IDS = st.sampled_from(["toolu_1", "toolu_2", "toolu_3"])
@@ -177,7 +178,7 @@ def check_call(translator: ChatTranslator, body: dict[str, Any], strip: bool,
 def test_memoized_translation_equals_fresh(
     first: list[Any], calls: list[tuple[tuple[str, Any], Any, bool, bool, bool]], strip: bool
 ) -> None:
-    translator = ChatTranslator(1 << 24)
+    translator = ChatTranslator(SessionRegistry(1 << 24).slot("turns"))
     messages = first
     body = body_of(messages, None, False, False)
     got = check_call(translator, body, strip, None)
@@ -204,7 +205,7 @@ def test_billing_line_replaces_only_the_system_message() -> None:
             {"type": "text", "text": "go on"}]},
     ]
     for strip in (False, True):
-        translator = ChatTranslator(1 << 20)
+        translator = ChatTranslator(SessionRegistry(1 << 20).slot("turns"))
         body = body_of(messages, [text_block(billing.format(1))], True, True)
         old = chat_of(translator.translate(body, "s", strip_billing_line=strip))
         assert len(old) == 5  # system, user, assistant, tool, user
@@ -224,7 +225,8 @@ def test_through_the_body_parser(billing_changes: bool) -> None:
     """With the real ``BodyParser``: appends keep the objects (and the billing line, when the
     parser survives its edit), the old chat messages are reused, and whatever the parser
     reports, the translation equals a fresh one."""
-    parser, translator = BodyParser(1 << 20), ChatTranslator(1 << 20)
+    sessions = SessionRegistry(1 << 20)
+    parser, translator = BodyParser(sessions.slot("body")), ChatTranslator(sessions.slot("turns"))
     messages: list[Any] = [{"role": "user", "content": "hi"}]
     old: list[dict[str, Any]] | None = None
     reuses = 0
@@ -249,7 +251,7 @@ def test_through_the_body_parser(billing_changes: bool) -> None:
 
 
 def test_a_bad_message_leaves_the_memo_as_it_was() -> None:
-    translator = ChatTranslator(1 << 20)
+    translator = ChatTranslator(SessionRegistry(1 << 20).slot("turns"))
     messages: list[Any] = [{"role": "user", "content": "hi"}]
     first = chat_of(translator.translate(body_of(messages, None, False, False), "s"))
     bad = [*messages, {"role": "robot", "content": "x"}]
@@ -262,7 +264,7 @@ def test_a_bad_message_leaves_the_memo_as_it_was() -> None:
 
 
 def test_sessions_are_apart_and_the_memo_is_bounded() -> None:
-    translator = ChatTranslator(4096)
+    translator = ChatTranslator(SessionRegistry(4096).slot("turns"))
     shared: list[Any] = [{"role": "user", "content": "x" * 100}]
     a = chat_of(translator.translate(body_of(shared, None, False, False), "a"))
     b = chat_of(translator.translate(body_of(shared, None, False, False), "b"))

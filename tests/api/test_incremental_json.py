@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.protocol.incremental_json import BodyParser, array_span
+from app.sessions.registry import SessionRegistry
 
 strings = st.text(max_size=20) | st.sampled_from(['"', "\\", '\\"', "]", "[", "},{", '"]'])
 values = st.recursive(
@@ -49,7 +50,7 @@ def test_growing_bodies_parse_exactly(
 ) -> None:
     """Messages appended call by call, and a field outside the array edited (Claude Code's
     billing line) on some calls."""
-    parser = BodyParser(1 << 24)
+    parser = BodyParser(SessionRegistry(1 << 24).slot("body"))
     history: list[dict[str, Any]] = []
     for k, turn in enumerate(turns):
         history = history + turn
@@ -66,7 +67,7 @@ def test_growing_bodies_parse_exactly(
 
 
 def test_appends_reuse_the_previous_messages() -> None:
-    parser = BodyParser(1 << 20)
+    parser = BodyParser(SessionRegistry(1 << 20).slot("body"))
     history = [{"role": "user", "content": 'a]\\"}, {'}]
     first = parser.parse(json.dumps({"model": "m", "messages": history, "x": [1]}).encode(), "k")
     first.valid()
@@ -82,7 +83,7 @@ def test_appends_reuse_the_previous_messages() -> None:
 
 
 def test_insertion_that_escapes_the_array_is_not_trusted() -> None:
-    parser = BodyParser(1 << 20)
+    parser = BodyParser(SessionRegistry(1 << 20).slot("body"))
     parser.parse(b'{"messages":[{"role":"user"}],"model":"a"}', "k")
     sneaky = b'{"messages":[{"role":"user"},1],"model":"b","m":[2],"model":"a"}'
     parsed = parser.parse(sneaky, "k")
@@ -102,7 +103,7 @@ def test_array_span_finds_the_top_level_array() -> None:
 def test_billing_line_edits_keep_the_messages() -> None:
     """Claude Code: ``system`` changes every call (before or after ``messages``)."""
     for system_first in (True, False):
-        parser = BodyParser(1 << 20)
+        parser = BodyParser(SessionRegistry(1 << 20).slot("body"))
         history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
         for call in range(4):
             system = f"x-anthropic-billing-header: cc_version=2.1; cch={call * 7919:05d};\nbe nice"
@@ -121,7 +122,7 @@ def test_billing_line_edits_keep_the_messages() -> None:
 
 def test_items_of_a_rejected_body_are_checked_again() -> None:
     """Reused items count as validated only once their body passed validation."""
-    parser = BodyParser(1 << 20)
+    parser = BodyParser(SessionRegistry(1 << 20).slot("body"))
     history: list[dict[str, Any]] = [{"role": "wizard", "content": "x"}]
     parser.parse(orjson.dumps({"messages": history}), "k")  # refused: never marked valid
     history = [*history, {"role": "user", "content": "hi"}]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from tokenizers import Tokenizer
 
-from app.tokenization.typed_specials import TypedSpecials
+from app.sessions.typed_specials import TypedSpecials
 from tests.api.servers import StubUpstream
 from tests.api.test_faults import MODEL, proxy
 

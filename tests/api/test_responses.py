@@ -28,6 +28,7 @@ from app.main import create_app
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator, chat_body
 from app.rendering import ChatTemplate
+from app.sessions.registry import SessionRegistry
 from app.tools.local_upstream import LocalLlamaServer
 from tests.api.servers import RecordingTransport, StubUpstream, closed_port_url, serving
 
@@ -142,8 +143,8 @@ def test_translation_resumes_from_the_previous_call() -> None:
     assert message["role"] == "assistant"
     tail = dict(bodies[-1], input=[*bodies[-1]["input"], message])
     bodies += [tail, dict(tail, input=[*tail["input"], *extra])]  # a call after a message
-    parser = BodyParser(1 << 20, array="input")
-    translator = ChatTranslator(1 << 20)
+    parser = BodyParser(SessionRegistry(1 << 20).slot("body"), array="input")
+    translator = ChatTranslator(SessionRegistry(1 << 20).slot("turns"))
     previous: list[dict[str, Any]] = []
     snapshots: list[bytes] = []
     for k, body in enumerate(bodies):

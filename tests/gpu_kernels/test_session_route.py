@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.reference import IdArray, ReferenceEncoder
 from gpu_kernels import is_available

@@ -19,8 +19,9 @@ from app.errors import TemplateError
 from app.rendering import ChatTemplate, RenderCache, replay
 from app.rendering.environment import TemplateNamespace
 from app.rendering.loops import Threshold
-from app.rendering.memo import SessionMemo
+from app.rendering.memo import RenderMemos, SessionMemo
 from app.rendering.scan import scan
+from app.sessions.registry import SessionRegistry, Slot
 from tests.rendering.strategies import TOOLS, assistant, conversation, tool, user
 from tests.rendering.test_differential import QWEN3, SMOLLM2_CHATML, hf_tokenizer
 
@@ -152,7 +153,8 @@ def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
     """Renders each step's conversation in session "s", interleaved with a second session
     "t" of the same cache that keeps growing the starting conversation."""
     options: dict[str, Any] = {"tools": None, "thinking": None, "agp": True}
-    cache = RenderCache()
+    memos: Slot[RenderMemos] = SessionRegistry(1 << 30).slot("render")
+    cache = RenderCache(memos)
     other = list(sent)
     for step in [("options", None, None, True), *edits]:
         if step[0] == "options":
@@ -178,7 +180,8 @@ def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
                 session=session,
             )
             assert memo == fresh
-            for run in (m for m in cache._sessions.values() for m in m.runs.values()):
+            kept = [m for s in ("s", "t") for m in (memos.get(s) or {}).values()]
+            for run in (run for m in kept for run in m.runs.values()):
                 assert run.chars == sum(map(len, run.pieces))  # the memo's size, kept by diff
 
 
@@ -192,7 +195,9 @@ def outcome(template: ChatTemplate, messages: list[dict[str, Any]], **options: A
 
 
 def session_memo(cache: RenderCache, template: ChatTemplate, session: str) -> SessionMemo:
-    return cache._sessions[f"{id(template)}:default:{session}"]
+    memos = cache._memos.get(session)
+    assert memos is not None
+    return memos[f"{id(template)}:default"]
 
 
 def agent_call(i: int, user_turn: bool) -> list[dict[str, Any]]:
@@ -231,7 +236,7 @@ def test_qwen3_steady_state_takes_the_fast_path() -> None:
     """Each call reuses every earlier prepared message and replays all earlier iterations
     but the first (it may read ``messages[-1]``) and the last (``loop.last``); a new user
     turn re-renders only the turns whose reasoning it drops."""
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "u"},
@@ -255,7 +260,7 @@ def test_qwen3_steady_state_takes_the_fast_path() -> None:
 def test_an_edit_near_the_start_replays_the_rest() -> None:
     """Claude Code's billing line changes the system message on every call: the iterations
     after it still replay, and only the edited and new messages are prepared again."""
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     messages: list[dict[str, Any]] = [{"role": "user", "content": "u"}]
     for i in range(30):
         system = {"role": "system", "content": f"x-anthropic-billing-header: cch={i:05x};"}
@@ -312,13 +317,13 @@ def test_unplannable_loops_render_plainly() -> None:
     ]:
         template = ChatTemplate(source)
         assert template._variants["default"].plans == [], source
-        cache = RenderCache()
+        cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
         messages = [{"role": "user", "content": "x"}]
         assert template.render(messages, cache=cache, session="s") == template.render(messages)
 
 
 def test_aliased_namespace_is_never_replayed() -> None:
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     template = ChatTemplate(ALIASED)
     messages: list[dict[str, Any]] = []
     for i in range(5):
@@ -328,7 +333,8 @@ def test_aliased_namespace_is_never_replayed() -> None:
 
 
 def test_memo_is_bounded_and_thread_safe() -> None:
-    cache = RenderCache(max_sessions=4, max_chars=200_000)
+    sessions = SessionRegistry(200_000)
+    cache = RenderCache(sessions.slot("render"))
     errors: list[BaseException] = []
 
     def session(k: int) -> None:
@@ -349,15 +355,14 @@ def test_memo_is_bounded_and_thread_safe() -> None:
     for t in threads:
         t.join()
     assert not errors
-    assert len(cache) <= 4
-    assert all(memo.size <= 200_000 for memo in cache._sessions.values())
+    assert 0 < sessions.stats()["bytes"] <= 200_000
 
 
 def test_in_place_edits_between_calls_are_seen() -> None:
     """The memo compares against its own copies and trusts identity only for the messages
     it prepared, so a caller that edits its objects in place between calls is served
     exactly."""
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     tools = [{"type": "function", "function": {"name": "run", "parameters": {}}}]
     listing = ChatTemplate("{% for t in tools %}{{ t.function.name }};{% endfor %}")
     messages: list[dict[str, Any]] = [{"role": "user", "content": "u"}, *agent_call(0, False)]
@@ -381,7 +386,7 @@ def test_frozen_inputs_reuse_by_identity_and_stay_exact() -> None:
 
     root = Path(__file__).resolve().parents[2]
     template = ChatTemplate.from_tokenizer_config(root / ".assets/qwen3/tokenizer_config.json")
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     for body in chat_requests(5, target_chars=60_000, billing_line=True, model="q"):
         fresh = template.render(body["messages"], tools=body["tools"])
         memo = template.render(

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.rendering import ChatTemplate, RenderCache
 from app.rendering.memo import _MMAP_CEILING
+from app.sessions.registry import SessionRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -35,7 +36,7 @@ def check(cache: RenderCache, messages: list[Any], tools: Any) -> str:
 
 def test_growing_sessions_with_think_drops() -> None:
     for seed in (1, 2):
-        cache = RenderCache()
+        cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
         turns = 0
         for body in chat_requests(seed, target_chars=40_000, reasoning=True):
             check(cache, body["messages"], body["tools"])
@@ -47,7 +48,7 @@ def test_edits_between_calls() -> None:
     """Some calls replace (new object, new text), delete or duplicate an earlier message;
     the next call resends the session's own objects (the edit undone)."""
     rng = random.Random(7)
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     for body in chat_requests(3, target_chars=40_000, reasoning=True):
         messages = list(body["messages"])
         check(cache, messages, body["tools"])
@@ -70,7 +71,7 @@ def test_edits_between_calls() -> None:
 def test_result_held_by_the_caller_or_not() -> None:
     """Results already handed out stay intact while the session goes on (guards any future
     reuse of the previous result's memory)."""
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     results = []
     for body in chat_requests(4, target_chars=20_000, reasoning=True):
         results.append(check(cache, body["messages"], body["tools"]))
@@ -79,7 +80,7 @@ def test_result_held_by_the_caller_or_not() -> None:
 
 
 def test_make_room_once_per_doubling() -> None:
-    cache = RenderCache()
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     text = "\U0001f600" * 250_000  # UCS-4: ~1 MB
     cache.make_room(text)
     first = cache._headroom

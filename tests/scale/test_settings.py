@@ -10,8 +10,8 @@ import pytest
 from app.api.auth import ApiKeys
 from app.config import Settings
 from app.main import session_store
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import MemoryStore
+from app.sessions.memory import MemoryStore
+from app.sessions.redis_store import RedisStore
 from tests.services import RedisServer
 
 

@@ -25,12 +25,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.main import create_app
+from app.sessions.ids_json import IdsJson
+from app.sessions.pieces import PieceEncoder, PieceIds
 from app.tokenization.growable import Growable
-from app.tokenization.ids_json import IdsJson
-from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray
 from app.tokenization.repair import Plan, Repairer
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 from tests.api.servers import StubUpstream, serving
 from tests.api.test_faults import expected_ids
 
@@ -195,9 +195,9 @@ def test_typed_special_token_prompts_are_verified_too(
         wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
         [repro_file] = (tmp_path / "repro").iterdir()
         assert orjson.loads(repro_file.read_bytes())["route"] == "pieces"
-        # the session's piece state and the piece cache were dropped (the metric counts last)
-        stats = app.state.chat.typed_specials.piece_stats
-        assert stats["sessions"] == 0 and stats["pieces"] == 0
+        # the session's piece state (its cached pieces with it) was dropped (the metric
+        # counts last)
+        assert app.state.sessions.holding("pieces") == 0
         monkeypatch.undo()
         client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})
         wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 5)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.rendering import ChatTemplate
+from app.sessions.typed_specials import TypedSpecials
 from app.telemetry.oracle import Oracle, first_divergence
-from app.tokenization.typed_specials import TypedSpecials
 from tests.adversarial import grown_texts
 from tests.tokenization.test_typed_specials import CHATML, _oracle, contents
 

@@ -15,8 +15,8 @@ import numpy as np
 import orjson
 import pytest
 
+from app.sessions import SessionTokenizer
 from app.telemetry.oracle_process import OracleProcess
-from app.tokenization import SessionTokenizer
 
 TEXT = "Shadow checks run where they cost the request path nothing. " * 40
 UTF8 = TEXT.encode()
@@ -89,7 +89,7 @@ def test_the_child_never_outlives_the_proxy_nor_reruns_its_script(
     script.write_text(
         "import sys, time\n"
         "from app.telemetry.oracle_process import OracleProcess\n"
-        "from app.tokenization import SessionTokenizer\n"
+        "from app.sessions import SessionTokenizer\n"
         f"tok = SessionTokenizer.from_file({str(assets['smollm2'])!r})\n"
         "oracle = OracleProcess()\n"
         "assert oracle.check(tok, b'hi there', None, tok.encode('hi there').ids, None) is None\n"

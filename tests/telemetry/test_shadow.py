@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.config import Settings
+from app.sessions import SessionTokenizer
 from app.telemetry.metrics import Metrics
 from app.telemetry.shadow import ShadowJob, ShadowVerifier
-from app.tokenization import Encoding, SessionTokenizer
+from app.tokenization import Encoding
 from app.tokenization.engines import engine_at
 from tests.adversarial import grown_texts
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
+from app.sessions.memory import MemoryStore
+from app.sessions.redis_store import RedisStore
 from app.tokenization.incremental_bpe import IncrementalBPE
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import MemoryStore, SessionState
+from app.tokenization.state import SessionState
 from loadtest.agent_sessions import MARKUPS, session_calls
 from loadtest.redis_writes import stored_states
 from tests.services import RedisServer

@@ -7,9 +7,10 @@ import functools
 import numpy as np
 from tokenizers import Tokenizer
 
-from app.tokenization.redis_store import RedisStore
+from app.sessions.memory import SessionKey
+from app.sessions.redis_store import RedisStore
 from app.tokenization.reference import ReferenceEncoder
-from app.tokenization.store import SessionKey, SessionState
+from app.tokenization.state import SessionState
 
 FINGERPRINT = b"\x01" * 8
 """The tokenizer fingerprint the tests' stores run under."""

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.reference import ReferenceEncoder
 from tests.adversarial import texts
 
@@ -88,5 +88,5 @@ def test_literal_metaspace_takes_the_full_path(tokenizers, references):
 
 
 def test_files_with_a_pre_split_get_no_appender(assets: dict[str, Path]):
-    assert SessionTokenizer.from_file(assets["gpt2"])._appender is None
-    assert SessionTokenizer.from_file(assets["mistral_v3"])._appender is not None
+    assert SessionTokenizer.from_file(assets["gpt2"]).encoder._appender is None
+    assert SessionTokenizer.from_file(assets["mistral_v3"]).encoder._appender is not None

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.boundaries import CutRules
 from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.reference import OffsetArray, ReferenceEncoder

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from app.tokenization import Encoding, SessionTokenizer
+from app.sessions import SessionTokenizer
+from app.tokenization import Encoding
 from app.tokenization.engines import EngineRun, engine_at, runs_of
 from app.tokenization.native_route import CpuEncoder
 from tests.adversarial import grown_texts

@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.tokenization.ids_json import IdsJson, IdsJsonCache
+from app.sessions.ids_json import IdsJson, IdsJsonCache
+from app.sessions.registry import SessionRegistry
 from app.tokenization.reference import CopiedIds
 
 id_lists = st.lists(st.integers(0, 2_000_000_000), max_size=60)
@@ -63,7 +64,7 @@ def test_splice_of_copied_runs_equals_fresh(
 
 @given(st.lists(id_lists, min_size=1, max_size=6))
 def test_cache_over_a_growing_session(calls: list[list[int]]) -> None:
-    cache = IdsJsonCache(max_bytes=1 << 20)
+    cache = IdsJsonCache(SessionRegistry(1 << 20).slot("ids_json"))
     values: list[int] = []
     made = []
     for k, extra in enumerate(calls):
@@ -85,8 +86,9 @@ def test_a_splice_that_keeps_the_start_writes_only_what_follows() -> None:
 
 
 def test_cache_evicts_to_its_budget() -> None:
-    cache = IdsJsonCache(max_bytes=2_000)
+    sessions = SessionRegistry(2_000)
+    cache = IdsJsonCache(sessions.slot("ids_json"))
     for k in range(50):
         cache.json_for(f"t/{k}", _ids(list(range(40))))
-    stats = cache.stats()
+    stats = sessions.stats()
     assert 0 < stats["bytes"] <= 2_000 and stats["sessions"] < 50

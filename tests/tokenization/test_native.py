@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from app.__main__ import serve_settings
 from app.config import Settings
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native_route import CpuEncoder
 from app.tokenization.reference import ReferenceEncoder

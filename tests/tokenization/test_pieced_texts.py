@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from app.errors import InvalidTextError
 from app.pieced_text import EncodedPieces, PiecedText, equal_prefix
-from app.tokenization import SessionTokenizer
+from app.sessions import SessionTokenizer
 from tests.adversarial import grown_texts
 
 FAMILIES = ["qwen3", "llama3", "gpt2", "o200k", "smollm2"]

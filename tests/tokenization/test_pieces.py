@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import typed_specials
-from app.tokenization.ids_json import IdsJsonCache
-from app.tokenization.typed_specials import Masked, TypedSpecials
+from app.sessions import typed_specials
+from app.sessions.ids_json import IdsJsonCache
+from app.sessions.registry import SessionRegistry
+from app.sessions.typed_specials import Masked, TypedSpecials
 
 SENTINEL = "\U0010fd00"
 fragments = st.one_of(
@@ -58,7 +59,7 @@ def qwen(assets: dict[str, Path]) -> Tokenizer:
 
 @pytest.fixture(scope="module")
 def typed(qwen: Tokenizer) -> TypedSpecials:
-    return TypedSpecials(qwen, cache_bytes=1 << 22)
+    return TypedSpecials(qwen, sessions=SessionRegistry(1 << 22))
 
 
 @pytest.fixture(scope="module")
@@ -126,13 +127,13 @@ def check_edits(
     text = start
     key = f"t/{session}"
     previous = None
-    id_json = IdsJsonCache(1 << 24)
+    id_json = IdsJsonCache(SessionRegistry(1 << 24).slot("ids_json"))
     for change in [None, *changes]:
         if change is not None:
             text = _apply(text, *change[:4])
             if not change[4] and change is not changes[-1]:
                 continue
-        ids, reused, copied = typed.encode(text, masked, session=key, tenant="t")
+        ids, reused, copied = typed.encode(text, masked, session=key)
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, "<|im_end|>")
         assert list(ids) == _expected(qwen, plain, text)
@@ -156,7 +157,7 @@ def test_a_long_session_reuses_almost_everything(
     text = "<|im_start|>system\ncch=1;<|im_end|>\n"
     for k in range(30):
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn.replace("x", str(k))
-        ids, reused, _ = typed.encode(text, masked, session="t/long", tenant="t")
+        ids, reused, _ = typed.encode(text, masked, session="t/long")
         assert list(ids) == _expected(qwen, plain, text)
     assert reused > 0.9 * len(ids)
 
@@ -175,7 +176,7 @@ def test_an_edit_near_the_start_resyncs_the_scan(
         turn = f"<|im_start|>tool\nprint('{SENTINEL}') # {k} " * 3 + "<|im_end|>\n"
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn
         with mock.patch.object(typed._pieces, "_piece", side_effect=real) as visited:
-            ids, _, copied = typed.encode(text, masked, session="t/billing", tenant="t")
+            ids, _, copied = typed.encode(text, masked, session="t/billing")
         assert list(ids) == _expected(qwen, plain, text)
         pieces.append(visited.call_count)
     assert max(pieces[1:]) <= 10, pieces  # a full scan visits 4 more every call
@@ -191,7 +192,7 @@ def test_changed_sentinel_meaning_discards_the_state(
     text = "a " + SENTINEL + " b<|im_end|>"
     for typed_text in ("<|im_end|>", "<|endoftext|>"):
         masked = Masked([], None, {SENTINEL: typed_text})
-        ids, _, _ = typed.encode(text, masked, session="t/m", tenant="t")
+        ids, _, _ = typed.encode(text, masked, session="t/m")
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, typed_text)
         assert list(ids) == _expected(qwen, plain, text, typed_text)

@@ -11,8 +11,9 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import SessionKey, SessionState
+from app.sessions.memory import SessionKey
+from app.sessions.redis_store import RedisStore
+from app.tokenization.state import SessionState
 from tests.services import RedisServer
 from tests.tokenization.stored_states import KEY, read, same, write
 

@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import redis_store
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import SessionKey, SessionState
+from app.sessions import redis_store
+from app.sessions.memory import SessionKey
+from app.sessions.redis_store import RedisStore
+from app.tokenization.state import SessionState
 from loadtest.agent_sessions import MARKUPS, session_calls
 from tests.adversarial import grown_texts
 from tests.services import RedisServer

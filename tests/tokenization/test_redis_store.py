@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import SessionTokenizer, store_entry
-from app.tokenization.redis_store import RedisStore
-from app.tokenization.store import MemoryStore, SessionState
+from app.sessions import SessionTokenizer, store_entry
+from app.sessions.memory import MemoryStore
+from app.sessions.redis_store import RedisStore
+from app.tokenization.state import SessionState
 from loadtest.agent_sessions import MARKUPS, session_calls
 from tests.adversarial import grown_texts
 from tests.services import RedisServer, free_port

@@ -28,7 +28,7 @@ FAMILIES = ("mistral_v1", "mistral_v3")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REAL_TEXT = [
     (REPO_ROOT / name).read_text(encoding="utf-8")
-    for name in ("README.md", "app/tokenization/session.py", "tests/adversarial.py")
+    for name in ("README.md", "app/sessions/tokenizer.py", "tests/adversarial.py")
 ]
 family = st.sampled_from(FAMILIES)
 wide_text = texts | st.text(max_size=200) | st.text(" \t\n▁ab", max_size=60)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.errors import InvalidTextError
-from app.tokenization import Encoding, SessionTokenizer
+from app.sessions import SessionTokenizer
+from app.tokenization import Encoding
 from tests.adversarial import grown_texts
 from tests.tokenization.conftest import PRE_SPLIT_FAMILIES as FAMILIES
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization import store_delta, store_entry
-from app.tokenization.store import SessionState
+from app.sessions import store_delta, store_entry
+from app.tokenization.state import SessionState
 from loadtest.agent_sessions import MARKUPS, session_calls
 from loadtest.redis_writes import stored_states
 from tests.adversarial import grown_texts

@@ -24,9 +24,9 @@ import struct
 
 import numpy as np
 
-from app.tokenization import store_entry
+from app.sessions import store_entry
 from app.tokenization.diff import Run, align, common_prefix
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 
 MAGIC = b"TKD1"
 _HEAD = struct.Struct("<4s16sI")

@@ -29,7 +29,7 @@ import struct
 
 import numpy as np
 
-from app.tokenization.store import SessionState
+from app.tokenization.state import SessionState
 
 MAGIC = b"TKS1"
 FORMAT = 1

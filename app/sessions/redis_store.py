@@ -42,8 +42,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from app.tokenization import store_delta, store_entry
-from app.tokenization.store import MemoryStore, SessionKey, SessionState
+from app.sessions import store_delta, store_entry
+from app.sessions.memory import MemoryStore, SessionKey
+from app.tokenization.state import SessionState
 
 _IF_STALE_RETURN_0 = """
 local stored = redis.call('HGET', KEYS[1], 'v')

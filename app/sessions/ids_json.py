@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app.memos import Memos
 from app.tokenization.growable import Growable
-from app.tokenization.lru import LruCache
 from app.tokenization.reference import CopiedIds, IdArray
 
 _POWERS = np.array([10**k for k in range(1, 10)], dtype=np.int64)
@@ -137,10 +137,10 @@ def _common_run(a: IdArray, b: IdArray) -> int:
 
 
 class IdsJsonCache:
-    """The last ``IdsJson`` of each session, LRU within a byte budget; thread-safe."""
+    """The last ``IdsJson`` of each session (kept in ``memos``); thread-safe."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self._entries: LruCache[str, IdsJson] = LruCache(max_bytes)
+    def __init__(self, memos: Memos[IdsJson]) -> None:
+        self._entries = memos
 
     def json_for(self, key: str | None, ids: IdArray, copied: CopiedIds | None = None) -> IdsJson:
         """JSON of ``ids``, spliced from the session's previous call when there is one
@@ -150,7 +150,3 @@ class IdsJsonCache:
         if key is not None:
             self._entries.put(key, current, current.nbytes)
         return current
-
-    def stats(self) -> dict[str, int]:
-        stats = self._entries.stats()
-        return {"sessions": stats["entries"], "bytes": stats["bytes"]}

@@ -40,12 +40,13 @@ import orjson
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
+from app.sessions.pieces import PieceEncoder, PieceIds
+from app.sessions.registry import SessionRegistry, Slot
+from app.sessions.tokenizer import SessionTokenizer
 from app.tokenization.chunked import PARALLEL_CHUNK
-from app.tokenization.lru import LruCache
-from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray, ReferenceEncoder
-from app.tokenization.session import SessionTokenizer
 from app.tokenization.spec import spec_from_json
+from app.tokenization.transcript import TranscriptEncoder
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)
@@ -104,9 +105,13 @@ class TypedSpecials:
         self,
         tokenizer: Tokenizer,
         *,
-        cache_bytes: int = 64 << 20,
+        sessions: SessionRegistry | None = None,
+        piece_store_bytes: int = 16 << 20,
         parallel_chunk: int = PARALLEL_CHUNK,
     ) -> None:
+        """``sessions`` keeps each session's scan and pieces (a registry of its own, 64 MiB,
+        when None); ``piece_store_bytes`` bounds the repaired pieces' states."""
+        self.sessions = sessions if sessions is not None else SessionRegistry(64 << 20)
         specials = [t for t in tokenizer.get_added_tokens_decoder().values() if t.special]
         self._ids = {t.content: _id_of(tokenizer, t.content) for t in specials}
         self._tokens = sorted(self._ids, key=len, reverse=True)
@@ -117,7 +122,9 @@ class TypedSpecials:
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
         plain = Tokenizer.from_str(tokenizer.to_str())
         plain.encode_special_tokens = True
-        self._repairs = repairs = _piece_sessions(plain, cache_bytes // 4, parallel_chunk)
+        self._repairs = repairs = _piece_sessions(
+            plain, self.sessions, piece_store_bytes, parallel_chunk
+        )
 
         def encode_piece(text: str, key: str) -> IdArray:
             if repairs is not None and len(text) >= _REPAIRED_PIECE:
@@ -125,16 +132,16 @@ class TypedSpecials:
             return np.asarray(plain.encode(text, add_special_tokens=False).ids, np.int32)
 
         special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
-        self._memos: LruCache[str, _MaskMemo] = LruCache(cache_bytes // 4)
+        self._memos: Slot[_MaskMemo] = self.sessions.slot("special_scan")
         self._pieces = (
-            PieceEncoder(self._find, special_ids, encode_piece, cache_bytes=cache_bytes)
+            PieceEncoder(self._find, special_ids, encode_piece, states=self.sessions.slot("pieces"))
             if self._find is not None
             else None
         )
 
     def forget(self, session: str) -> None:
         """Drops what the session's calls left (the shadow verifier caught a divergence):
-        its scan memo, piece state and repaired pieces, and the piece cache."""
+        its scan memo, piece state, cached and repaired pieces."""
         self._memos.drop(session)
         pieces = self._pieces.forget(session) if self._pieces is not None else 0
         if self._repairs is not None:
@@ -145,10 +152,6 @@ class TypedSpecials:
         """Encodes every piece whole from now on (see ``SessionTokenizer.disable_repair``)."""
         if self._repairs is not None:
             self._repairs.disable_repair(reason)
-
-    @property
-    def piece_stats(self) -> dict[str, int]:
-        return self._pieces.stats() if self._pieces is not None else {}
 
     def mask(
         self,
@@ -233,12 +236,10 @@ class TypedSpecials:
         masked = _map_strings(item, lambda text: self._swap(text, sentinels))
         return _Checked(True, sentinel, size, masked, orjson.dumps(item))
 
-    def encode(self, rendered: str, masked: Masked, *, session: str, tenant: str) -> PieceIds:
+    def encode(self, rendered: str, masked: Masked, *, session: str) -> PieceIds:
         """The exact ids of a transcript rendered from ``masked``, with what was reused."""
         assert self._pieces is not None
-        return self._pieces.encode(
-            rendered, masked.tokens, masked.restore, session=session, tenant=tenant
-        )
+        return self._pieces.encode(rendered, masked.tokens, masked.restore, session=session)
 
     def _has_special(self, text: str) -> bool:
         return any(head in text for head in self._heads) and bool(
@@ -280,7 +281,7 @@ def _totals(checked: Iterable[_Checked]) -> tuple[int, int, int]:
 
 
 def _piece_sessions(
-    plain: Tokenizer, store_bytes: int, parallel_chunk: int
+    plain: Tokenizer, sessions: SessionRegistry, store_bytes: int, parallel_chunk: int
 ) -> SessionTokenizer | None:
     """A session tokenizer for pieces (special tokens are text in them): a long piece that
     changed (Claude Code's system prompt, edited by its billing line on every call) is
@@ -291,9 +292,8 @@ def _piece_sessions(
     spec = spec_from_json(data)
     if not spec.proven:
         return None
-    return SessionTokenizer(
-        ReferenceEncoder(plain), spec, store_bytes=store_bytes, parallel_chunk=parallel_chunk
-    )
+    encoder = TranscriptEncoder(ReferenceEncoder(plain), spec, parallel_chunk=parallel_chunk)
+    return SessionTokenizer(encoder, store_bytes=store_bytes, recent=sessions.slot("recent"))
 
 
 def _approx_bytes(item: Any) -> int:

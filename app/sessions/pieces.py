@@ -12,7 +12,7 @@ of a session reuses what cannot have changed:
   that coincides with a match of the previous text inside their common suffix: the scan
   resumes from the same state over identical text, so every later match and piece is the same.
 
-Pieces in between come from a per-tenant cache of piece texts (an unchanged message renders
+Pieces in between come from the previous call's pieces by text (an unchanged message renders
 to the same piece) or are encoded.  Sentinel characters in the text stand for typed special
 tokens; a previous state is reused only when every sentinel it holds means the same token.
 """
@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from app.tokenization.lru import LruCache
+from app.memos import Memos
 from app.tokenization.reference import CopiedIds, IdArray
 
 _CHUNK = 1 << 16
@@ -48,10 +48,13 @@ class PieceState:
     id_index: Positions
     """Index in ``ids`` of each match's special-token id."""
     ids: IdArray
+    pieces: dict[str, IdArray]
+    """The ids of each piece text (sentinels restored) of this call."""
 
     @property
     def nbytes(self) -> int:
-        return 4 * len(self.text) + self.ids.nbytes + 3 * self.starts.nbytes
+        cached = sum(4 * len(t) + ids.nbytes for t, ids in self.pieces.items())
+        return 4 * len(self.text) + self.ids.nbytes + 3 * self.starts.nbytes + cached
 
 
 class PieceIds(NamedTuple):
@@ -68,6 +71,9 @@ class _Builder:
     starts: list[int]
     ends: list[int]
     id_index: list[int]
+    cached: dict[str, IdArray]
+    """The previous call's pieces by text."""
+    pieces: dict[str, IdArray] = field(default_factory=dict)
     count: int = 0
     reused: int = 0
     copied: list[tuple[int, int, int]] = field(default_factory=list)
@@ -98,14 +104,14 @@ class PieceEncoder:
         special_ids: dict[str, IdArray],
         encode_piece: Callable[[str, str], IdArray],
         *,
-        cache_bytes: int,
+        states: Memos[PieceState],
     ) -> None:
+        """``states``: each session's last call."""
         self._find = find
         self._special_ids = special_ids
         self._encode_piece = encode_piece
         self._longest = max(map(len, special_ids))
-        self._pieces: LruCache[tuple[str, str], IdArray] = LruCache(cache_bytes // 2)
-        self._states: LruCache[str, PieceState] = LruCache(cache_bytes // 2)
+        self._states = states
 
     def encode(
         self,
@@ -114,12 +120,11 @@ class PieceEncoder:
         restore: Callable[[str], str],
         *,
         session: str,
-        tenant: str,
     ) -> PieceIds:
         old = self._states.get(session)
+        out = _Builder([], [], [], [], old.pieces if old is not None else {})
         if old is not None and any(sentinels.get(s) != t for s, t in old.sentinels.items()):
             old = None
-        out = _Builder([], [], [], [])
         position = self._reuse_prefix(old, text, out) if old is not None else 0
         resync = None
         if old is not None:
@@ -128,13 +133,13 @@ class PieceEncoder:
             if resync is not None:
                 run = resync.run_at(match, self._longest)
                 if run is not None:
-                    self._piece(text[position : match.start()], restore, tenant, session, out)
+                    self._piece(text[position : match.start()], restore, session, out)
                     position = _copy_matches(resync.old, run, out)
                     continue
-            self._piece(text[position : match.start()], restore, tenant, session, out)
+            self._piece(text[position : match.start()], restore, session, out)
             out.add_match(match.start(), match.end(), self._special_ids[match.group()])
             position = match.end()
-        self._piece(text[position:], restore, tenant, session, out)
+        self._piece(text[position:], restore, session, out)
         ids = np.concatenate(out.ids) if out.ids else np.zeros(0, dtype=np.int32)
         state = PieceState(
             text,
@@ -143,25 +148,17 @@ class PieceEncoder:
             np.asarray(out.ends, np.int64),
             np.asarray(out.id_index, np.int64),
             ids,
+            out.pieces,
         )
         self._states.put(session, state, state.nbytes)
         copied = CopiedIds(old.ids, tuple(out.copied)) if old is not None and out.copied else None
         return PieceIds(ids, out.reused, copied)
 
     def forget(self, session: str) -> int:
-        """Drops the session's state and every cached piece (after a divergence nothing
+        """Drops the session's state and its cached pieces (after a divergence nothing
         cached is trusted); returns how many pieces its last call had."""
         state = self._states.drop(session)
-        self._pieces.clear()
         return 0 if state is None else len(state.starts) + 1
-
-    def stats(self) -> dict[str, int]:
-        pieces, states = self._pieces.stats(), self._states.stats()
-        return {
-            "pieces": pieces["entries"],
-            "sessions": states["entries"],
-            "bytes": pieces["bytes"] + states["bytes"],
-        }
 
     def _reuse_prefix(self, old: PieceState, text: str, out: _Builder) -> int:
         """Copies the old matches (and ids) that end safely inside the common prefix; returns
@@ -177,21 +174,19 @@ class PieceEncoder:
         return int(old.ends[kept - 1])
 
     def _piece(
-        self, piece: str, restore: Callable[[str], str], tenant: str, session: str, out: _Builder
+        self, piece: str, restore: Callable[[str], str], session: str, out: _Builder
     ) -> None:
-        """Ids of the piece: from the tenant's piece cache, else encoded (``encode_piece`` may
-        repair it from the session's previous piece in the same place)."""
+        """Ids of the piece: the previous call's for the same text, else encoded
+        (``encode_piece`` may repair it from the session's previous piece in the same
+        place)."""
         if not piece:
             return
         text = restore(piece)
-        key = (tenant, text)
-        found = self._pieces.get(key)
-        if found is not None:
-            out.add_ids(found, reused=True)
-            return
-        found = self._encode_piece(text, f"{session}#piece{len(out.starts)}")
-        self._pieces.put(key, found, 4 * len(text) + found.nbytes)
-        out.add_ids(found, reused=False)
+        found = out.cached.get(text)
+        if found is None:
+            found = self._encode_piece(text, f"{session}#piece{len(out.starts)}")
+        out.add_ids(found, reused=text in out.cached)
+        out.pieces[text] = found
 
 
 @dataclass(frozen=True, slots=True)

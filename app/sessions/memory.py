@@ -1,8 +1,8 @@
-"""Session state and the in-memory session store (LRU, bounded in bytes, thread-safe).
+"""The in-memory session store (LRU, bounded in bytes, thread-safe).
 
-A state is immutable: text as UTF-8 bytes, ids as int32, token end offsets as int32, all
-read-only.  Callers that race on one session each work from a consistent snapshot; the last
-writer wins, and every state written is exact for its own text.
+Callers that race on one session each work from a consistent snapshot (states are immutable,
+``tokenization.state``); the last writer wins, and every state written is exact for its own
+text.
 
 Content lookup (no session key) indexes each text by a checksum of the 256 bytes ending at a few
 anchor lengths (256, 1K, 4K, ... bytes).  That costs O(1) per write.  A checksum hit only
@@ -13,18 +13,13 @@ returned is just a base for the diff, which verifies every byte it reuses.
 
 from __future__ import annotations
 
-import sys
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.pieced_text import EncodedPieces
 from app.tokenization.diff import common_prefix
-from app.tokenization.growable import Growable, Pieces
-from app.tokenization.reference import IdArray, OffsetArray
+from app.tokenization.state import SessionState
 
 SessionKey = tuple[str, str]
 """(tenant, session id): sessions never match across tenants."""
@@ -32,42 +27,6 @@ SessionKey = tuple[str, str]
 _ANCHOR_SPAN = 256
 _ANCHORS = tuple(_ANCHOR_SPAN * 4**k for k in range(12))
 _MAX_CANDIDATES = 8
-_STATE_OVERHEAD = 256
-
-
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class SessionState:
-    """One transcript as last encoded: ``ids[i]`` covers bytes up to ``ends[i]`` of ``text``."""
-
-    text: bytes
-    ids: IdArray
-    ends: OffsetArray
-    growth: Growable | None = field(default=None, compare=False, repr=False)
-    """The buffers ``ids`` and ``ends`` are views of, with room to grow in place (None for a
-    state decoded from a shared store: its first extension copies)."""
-
-    @classmethod
-    def grown(cls, text: bytes, growth: Growable) -> SessionState:
-        """The state whose ids and ends are ``growth``'s arrays."""
-        ids, ends = growth.views
-        return cls(text, ids, ends, growth)
-
-    def extended(self, text: bytes, keep: int, ids: Pieces, ends: Pieces) -> SessionState:
-        """The state for ``text`` whose ids and ends are this one's first ``keep`` followed by
-        ``ids`` and ``ends``; the kept ones are not copied when this state's buffers have room
-        (see ``growable``)."""
-        tails: Sequence[Pieces] = (ids, ends)
-        growth = (
-            self.growth.extended(keep, tails)
-            if self.growth is not None
-            else Growable.of((self.ids[:keep], self.ends[:keep]), tails)
-        )
-        return SessionState.grown(text, growth)
-
-    @property
-    def nbytes(self) -> int:
-        arrays = self.growth.nbytes if self.growth else self.ids.nbytes + self.ends.nbytes
-        return len(self.text) + arrays + _STATE_OVERHEAD
 
 
 def anchors(text: bytes) -> list[tuple[int, int]]:
@@ -177,54 +136,3 @@ class MemoryStore:
                 bucket.pop(key, None)
                 if not bucket:
                     del self._index[(key[0], length, mark)]
-
-
-Recent = str | EncodedPieces
-"""What ``RecentTexts`` keeps of a text."""
-
-
-class RecentTexts:
-    """The text each recently used session was last encoded from, bounded in bytes.
-
-    An accelerator beside the store, not part of a session's state: when a new text starts with
-    the previous one (a plain append), ``str.startswith`` proves it without re-encoding the
-    whole transcript to UTF-8, which costs more than anything else at millions of characters;
-    a pieced text is kept with its pieces' UTF-8 ends, to build the next one's UTF-8 from
-    (``EncodedPieces``).  An entry is used only together with the very state it was encoded
-    into.  A pieced text counts what its pieces hold, though the render memo mostly holds the
-    same objects: the bound stays true once the memo has let them go.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._texts: OrderedDict[SessionKey, tuple[Recent, SessionState, int]] = (
-            OrderedDict()
-        )
-        self._bytes = 0
-
-    def get(self, key: SessionKey, state: SessionState) -> Recent | None:
-        with self._lock:
-            entry = self._texts.get(key)
-            if entry is None or entry[1] is not state:
-                return None
-            self._texts.move_to_end(key)
-            return entry[0]
-
-    def put(self, key: SessionKey, text: Recent, state: SessionState) -> None:
-        size = sys.getsizeof(text) if isinstance(text, str) else text.nbytes
-        with self._lock:
-            old = self._texts.pop(key, None)
-            if old is not None:
-                self._bytes -= old[2]
-            if size > self.max_bytes:
-                return
-            self._texts[key] = (text, state, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, _, dropped) = self._texts.popitem(last=False)
-                self._bytes -= dropped
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"texts": len(self._texts), "bytes": self._bytes, "max_bytes": self.max_bytes}
