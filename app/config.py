@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
+from app.generation import ToolFormat
 from app.tokenization.chunked import PARALLEL_CHUNK
 from app.tokenization.native_route import CPU_ENCODERS, CpuEncoder
-from app.upstream.output import ToolFormat
 
 DIALECTS = (
     "llamacpp",

@@ -26,6 +26,7 @@ from app.errors import (
     TemplateError,
     UpstreamTruncatedError,
 )
+from app.generation import ToolFormat, Usage
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
@@ -41,8 +42,7 @@ from app.tokenization.lru import LruCache
 from app.tokenization.typed_specials import TypedSpecials
 from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
-from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
-from app.upstream.output import ToolFormat
+from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall
 from app.upstream.readiness import Readiness
 from app.upstream.stops import StopTrim, trimmed
 
