@@ -40,9 +40,9 @@ from app.tokenization import Encoding, SessionTokenizer
 from app.tokenization.ids_json import IdsJsonCache
 from app.tokenization.lru import LruCache
 from app.tokenization.typed_specials import TypedSpecials
-from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall
+from app.upstream.learned import Learned
 from app.upstream.readiness import Readiness
 from app.upstream.stops import StopTrim, trimmed
 
