@@ -18,12 +18,11 @@ import httpx
 import orjson
 import uvicorn
 
-from app import assets
+from app import assets, gguf_file
 from app.config import Settings
 from app.http_guard import guarded_protocol
 from app.local_upstream import LocalLlamaServer
 from app.main import create_app
-from app.tokenization import gguf
 
 DEMO_MODEL = "smollm2"
 
@@ -59,7 +58,7 @@ def demo(
     _configure_logging(log_level)
     files = assets.fetch()
     folder = files["smollm2"].parent
-    trained = int(gguf.read_metadata(files["smollm2_gguf"])["llama.context_length"])
+    trained = int(gguf_file.read_metadata(files["smollm2_gguf"])["llama.context_length"])
     print(f"starting llama.cpp (SmolLM2-135M, 1 slot of {context} tokens, {threads} threads)",
           flush=True)  # fmt: skip
     if context > trained:
