@@ -8,7 +8,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from app.tokenization.spec import AddedToken, spec_from_json
+from app.tokenizer_spec import AddedToken, spec_from_json
 from gpu_kernels.byte_bpe import MergeTable
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import AddedSplit

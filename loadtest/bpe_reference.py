@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models
 
-from app.tokenization.incremental_bpe.vocabulary import bytes_to_unicode, read_model, split_merges
+from app.byte_level import bytes_to_unicode
+from app.tokenization.incremental_bpe.vocabulary import read_model, split_merges
 
 
 def reference_bpe(path: Path) -> Callable[[bytes], list[int]]:

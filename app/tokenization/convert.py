@@ -13,13 +13,14 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from app.byte_level import bytes_to_unicode
+
 __all__ = [
     "CL100K_PATTERN",
     "CL100K_SPECIAL_TOKENS",
     "GPT2_SPECIAL_TOKENS",
     "O200K_PATTERN",
     "O200K_SPECIAL_TOKENS",
-    "bytes_to_unicode",
     "gpt2_to_tokenizer_json",
     "load_tiktoken_ranks",
     "merges_from_ranks",
@@ -57,17 +58,6 @@ CL100K_SPECIAL_TOKENS: Mapping[str, int] = {
 }
 O200K_SPECIAL_TOKENS: Mapping[str, int] = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 GPT2_SPECIAL_TOKENS: Mapping[str, int] = {"<|endoftext|>": 50256}
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table used by HF byte-level BPE."""
-    table = {b: chr(b) for b in [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]}
-    shifted = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + shifted)
-            shifted += 1
-    return table
 
 
 def load_tiktoken_ranks(bpe_file: Path) -> dict[bytes, int]:

@@ -13,8 +13,8 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
+from app.byte_level import bytes_to_unicode
 from app.gguf_file import GGUFError, TokenType, read_metadata, required, token_text
-from app.tokenization import convert
 
 __all__ = ["tokenizer_json_from_gguf"]
 
@@ -60,7 +60,7 @@ def _build(meta: dict[str, Any]) -> Tokenizer:
         pairs.append((left, right))
 
     tokenizer = Tokenizer(models.BPE(vocab, pairs))
-    missing = "".join(c for c in convert.bytes_to_unicode().values() if c not in vocab)
+    missing = "".join(c for c in bytes_to_unicode().values() if c not in vocab)
     if any(c in merge for merge in merges for c in missing):
         raise GGUFError("a merge spans a byte that has no token: llama.cpp's BPE differs from HF's")
     tokenizer.pre_tokenizer = _pre_tokenizer(required(meta, "tokenizer.ggml.pre", str), missing)

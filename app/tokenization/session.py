@@ -33,7 +33,6 @@ from app.tokenization.growable import Growable
 from app.tokenization.native_route import CpuEncoder, native_encoder
 from app.tokenization.reference import CopiedIds, IdArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
-from app.tokenization.spec import TokenizerSpec, load_spec
 from app.tokenization.store import (
     MemoryStore,
     Recent,
@@ -42,6 +41,7 @@ from app.tokenization.store import (
     SessionState,
     SessionStore,
 )
+from app.tokenizer_spec import TokenizerSpec, load_spec
 
 _MAX_TEXT_BYTES = (1 << 31) - 1
 _WHOLE = ("full", "gpu")

@@ -45,7 +45,7 @@ from app.tokenization.lru import LruCache
 from app.tokenization.pieces import PieceEncoder, PieceIds
 from app.tokenization.reference import IdArray, ReferenceEncoder
 from app.tokenization.session import SessionTokenizer
-from app.tokenization.spec import spec_from_json
+from app.tokenizer_spec import spec_from_json
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)

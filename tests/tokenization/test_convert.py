@@ -26,6 +26,7 @@ from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
 from app import assets as app_assets
+from app.byte_level import bytes_to_unicode
 from app.tokenization import convert
 
 NAMES = ("cl100k", "o200k", "gpt2")
@@ -114,7 +115,7 @@ def test_patterns(constructors: dict[str, dict[str, Any]], assets: dict[str, Pat
 def test_vocab_matches_ranks(
     constructors: dict[str, dict[str, Any]], engines: dict[str, tuple[Tokenizer, Any]]
 ) -> None:
-    to_char = convert.bytes_to_unicode()
+    to_char = bytes_to_unicode()
     assert sorted(to_char) == list(range(256)) and len(set(to_char.values())) == 256
     for name in NAMES:
         ranks: dict[bytes, int] = constructors[name]["mergeable_ranks"]

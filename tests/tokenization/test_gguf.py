@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 from app.gguf_file import GGUFError, read_metadata, tokenizer_config_from_gguf
 from app.local_upstream import LocalLlamaServer
 from app.tokenization.gguf import tokenizer_json_from_gguf
-from app.tokenization.spec import load_spec
+from app.tokenizer_spec import load_spec
 from tests.adversarial import TRAPS, fragments
 
 _ROOT = str(Path(__file__).resolve().parents[2])

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from app.byte_level import bytes_to_unicode
 from app.tokenization.incremental_bpe import IncrementalBPE, VocabularyError
-from app.tokenization.incremental_bpe.vocabulary import bytes_to_unicode
 from loadtest.bpe_reference import reference_bpe
 
 LETTERS = "abc"

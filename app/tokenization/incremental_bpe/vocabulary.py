@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.byte_level import bytes_to_unicode
+
 ATOMS = 256
 
 
@@ -43,19 +45,6 @@ class ProperVocabulary:
     pre: list[int]
     suc: list[int]
     outputs: list[tuple[int, ...]]
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character table used by byte-level files."""
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars, strict=True)}
 
 
 def read_model(path: Path) -> dict[str, Any]:
