@@ -17,9 +17,9 @@ import httpx
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.generation import ToolFormat
 from app.tokenization.chunked import PARALLEL_CHUNK
 from app.tokenization.native_route import CpuEncoder
-from app.upstream.output import ToolFormat
 
 Dialect = Literal[
     "llamacpp",

@@ -20,6 +20,7 @@ from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
+from app.service.alignment import PROBES, learn
 from app.service.chat import ChatService, ModelCard
 from app.sessions import SessionTokenizer
 from app.sessions.ids_json import IdsJsonCache
@@ -30,8 +31,8 @@ from app.sessions.store_entry import fingerprint
 from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
 from app.upstream import dialect_named
-from app.upstream.alignment import PROBES, Learned, learn
 from app.upstream.client import UpstreamClient
+from app.upstream.learned import Learned
 from app.upstream.readiness import Readiness
 
 log = logging.getLogger("toksplice")

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 
 IdArray = npt.NDArray[np.int32]
 _NO_RANK = np.iinfo(np.int64).max

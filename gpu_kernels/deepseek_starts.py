@@ -1,6 +1,6 @@
 """DeepSeek-V3's piece starts, as array operations written once for NumPy and CuPy (``xp``).
 
-Its pre-tokenizer is three isolating splits in sequence (``app.tokenization.spec``), each
+Its pre-tokenizer is three isolating splits in sequence (``app.tokenizer_spec``), each
 seeing the previous one's pieces as whole texts: ``\\p{N}{1,3}`` (digit groups: pieces no
 later step splits, so digits start at offsets 0, 3, 6, ... of their run), then CJK runs
 ``[一-龥぀-ゟ゠-ヿ]+`` (segments of their own), then, inside every segment,

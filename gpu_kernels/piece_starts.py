@@ -1,7 +1,7 @@
 """Piece-start predicates of the split patterns, as array operations (cl100k family; GPT-2;
 o200k).
 
-The cl100k pattern (``app.tokenization.spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
+The cl100k pattern (``app.tokenizer_spec.CL100K_PATTERN``; Qwen2 has ``\\p{N}`` for
 ``\\p{N}{1,3}``) never needs backtracking beyond a run, so whether character i starts a piece
 depends only on its class, its offset in its run of equal classes, a bounded look-back and a
 few facts of the runs around it (docs/design.md#llama-3-and-cl100k_base-cl100k):
@@ -274,7 +274,7 @@ PREDICATES: Mapping[str, Predicate] = {
     "o200k": o200k_starts,
     "deepseek_v3": lambda codes, points: deepseek_starts(codes, points, np),
 }
-"""The covered pre-tokenizer families, by their ``app.tokenization.spec`` names."""
+"""The covered pre-tokenizer families, by their ``app.tokenizer_spec`` names."""
 
 
 def piece_bounds(starts: Flags) -> tuple[Indices, Indices]:

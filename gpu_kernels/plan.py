@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from app.tokenization.byte_level import bytes_to_unicode
-from app.tokenization.spec import AddedToken, drops_single_characters, spec_from_json
+from app.byte_level import bytes_to_unicode
+from app.tokenizer_spec import AddedToken, drops_single_characters, spec_from_json
 from gpu_kernels.byte_bpe import MergeTable
 from gpu_kernels.char_classes import ClassTable, engine_matches
 from gpu_kernels.payload import AddedSplit

@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 from tokenizers import Tokenizer
 
-from app.sessions.lru import LruCache
 from gpu_kernels.byte_bpe import IdArray, MergeTable
 from gpu_kernels.char_classes import ClassTable, CodePoints
 from gpu_kernels.payload import (
@@ -61,7 +60,9 @@ class TwinEncoder:
         self.plan = EncoderPlan(tokenizer, classes)
         self._predicate = predicate or PREDICATES[self.plan.family]
         self._merge = merge or MergeTable.merge
-        self._cache: LruCache[bytes, IdArray] = LruCache(cache_bytes)
+        self._cache: dict[bytes, IdArray] = {}
+        self._cache_bytes = cache_bytes
+        self._cached = 0
 
     @classmethod
     def from_file(cls, path: str | Path) -> TwinEncoder:
@@ -114,9 +115,21 @@ class TwinEncoder:
         result: list[IdArray] = []
         for piece, ids in zip(pieces, out, strict=True):
             assert ids is not None
-            self._cache.put(piece, ids, len(piece) + ids.nbytes + 64)
+            if piece not in self._cache:
+                self._remember(piece, ids)
             result.append(ids)
         return result
+
+    def _remember(self, piece: bytes, ids: IdArray) -> None:
+        """Caches a piece's ids; a cache that would outgrow ``cache_bytes`` is emptied first
+        (the twin is a test oracle and a benchmark: no eviction order is worth keeping)."""
+        size = len(piece) + ids.nbytes + 64
+        if self._cached + size > self._cache_bytes:
+            self._cache.clear()
+            self._cached = 0
+        if size <= self._cache_bytes:
+            self._cache[piece] = ids
+            self._cached += size
 
 
 def _nfc_holds(plan: EncoderPlan, payload: Payload, points: CodePoints, char_at: Offsets) -> bool:

@@ -20,7 +20,7 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
     from app.tokenization.chunked import ChunkedEncoder
     from app.tokenization.native.encoder import NativeEncoder
     from app.tokenization.reference import ReferenceEncoder
-    from app.tokenization.spec import load_spec
+    from app.tokenizer_spec import load_spec
     from app.tools import assets
     from tests.adversarial_strings import adversarial_strings
 

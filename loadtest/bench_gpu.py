@@ -46,7 +46,7 @@ from tokenizers import Tokenizer
 from app.tokenization.boundaries import CutRules
 from app.tokenization.chunked import PARALLEL_CHUNK, ChunkedEncoder
 from app.tokenization.reference import ReferenceEncoder
-from app.tokenization.spec import load_spec
+from app.tokenizer_spec import load_spec
 from app.tools import assets
 from gpu_kernels import is_available, unavailable_reason
 from gpu_kernels.backend import CupyBackend

@@ -26,7 +26,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import orjson
@@ -37,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.config import Settings
 from app.main import create_app
 from app.service.chat import ChatService
-from app.service.timings import Timings
 from app.telemetry import Telemetry
-from app.telemetry.observer import RequestRecord
+from app.telemetry.observer import Exchange, RequestRecord
 from app.telemetry.spans import SpanExport
+from app.telemetry.timings import Timings
 from loadtest.agent_sessions import chat_requests
 
 QWEN3 = Path(__file__).resolve().parents[1] / ".assets" / "qwen3"
@@ -149,16 +148,15 @@ async def components(telemetry: Telemetry, service: ChatService) -> tuple[float,
     encoding = service.tokenizer.encode("a prompt " * 200, session="bench/components")
     chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}
     last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-    request = SimpleNamespace(model="default", stream=True)
     telemetry.drain()
     hot = 0.0
     started = time.perf_counter()
     for _ in range(COMPONENT_RUNS):
         timings = Timings(received=time.perf_counter(), session="bench/components")
-        prepared = SimpleNamespace(timings=timings, encoding=encoding, request=request)
+        exchange = Exchange(timings, encoding, "default", "llamacpp", stream=True)
         begin = time.perf_counter()
         telemetry.shadow.offer(service.tokenizer, "bench/components", "", encoding, None)
-        with telemetry.observe(prepared, "llamacpp") as seen:  # type: ignore[arg-type]
+        with telemetry.observe(exchange) as seen:
             timings.upstream_sent = time.perf_counter()
             for event in HTTP11_EVENTS:
                 await seen.http_trace(event, {})

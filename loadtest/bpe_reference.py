@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 from app.tokenization.incremental_bpe.vocabulary import read_model, split_merges
 
 

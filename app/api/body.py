@@ -10,7 +10,7 @@ from fastapi import Request
 
 from app.errors import BadRequestError, PayloadTooLargeError, RequestTimeoutError
 from app.protocol.incremental_json import BodyParser, ParsedBody
-from app.service.timings import Timings
+from app.telemetry.timings import Timings
 
 
 async def json_body(

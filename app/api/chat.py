@@ -18,7 +18,7 @@ from app.protocol.openai_chat import parse_chat_request
 from app.protocol.sse import DONE, sse_data
 from app.service.callers import body_key, caller_of
 from app.service.chat import ChatService
-from app.service.timings import Timings
+from app.telemetry.timings import Timings
 
 router = APIRouter()
 

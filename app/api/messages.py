@@ -26,7 +26,7 @@ from app.protocol.anthropic_request import ChatTranslator, to_chat_body
 from app.protocol.openai_chat import parse_chat_request
 from app.service.callers import Caller, body_key, caller_of
 from app.service.chat import ChatService
-from app.service.timings import Timings
+from app.telemetry.timings import Timings
 
 router = APIRouter()
 

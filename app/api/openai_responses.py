@@ -30,7 +30,7 @@ from app.protocol.responses_stream import ResponseStream, response_echo, respons
 from app.protocol.sse import sse_event
 from app.service.callers import body_key, caller_of
 from app.service.chat import ChatService
-from app.service.timings import Timings
+from app.telemetry.timings import Timings
 
 router = APIRouter()
 

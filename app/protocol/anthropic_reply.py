@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
+from app.generation import stop_string
 from app.protocol.sse import sse_event
-from app.upstream.dialect import stop_string
 
 _STOP_REASONS = {
     "stop": "end_turn",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from app.generation import ToolFormat, Usage
 from app.protocol.openai_chat import chat_chunk, chat_completion, completion_id
-from app.upstream.dialect import Usage
-from app.upstream.output import OutputParser, ToolFormat
+from app.protocol.output import OutputParser
 
 
 class ChatAssembler:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import BadRequestError
-from app.upstream.dialect import Sampling
+from app.generation import Sampling
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _SAMPLING_FLOATS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from app import gguf_file
 from app.errors import TemplateError
 
 # The special tokens transformers passes to every template (``special_tokens_map``).
@@ -77,12 +78,10 @@ def from_jinja_file(path: str | Path) -> str:
 def from_gguf(path: str | Path) -> TemplateSource:
     """``tokenizer.chat_template`` (and named ``tokenizer.chat_template.<name>``) of a GGUF
     file, with the bos/eos/pad/unk tokens its metadata names."""
-    from app.tokenization import gguf  # lazy: only GGUF users pay for the reader
-
     try:
-        meta = gguf.read_metadata(path)
-        config = gguf.tokenizer_config_from_gguf(path)
-    except (gguf.GGUFError, OSError, ValueError) as exc:
+        meta = gguf_file.read_metadata(path)
+        config = gguf_file.tokenizer_config_from_gguf(path)
+    except (gguf_file.GGUFError, OSError, ValueError) as exc:
         raise TemplateError(f"cannot read GGUF chat template: {exc}") from exc
     templates = {
         key.removeprefix("tokenizer.chat_template."): value

@@ -26,6 +26,7 @@ from app.errors import (
     TemplateError,
     UpstreamTruncatedError,
 )
+from app.generation import ToolFormat, Usage
 from app.memos import Memos
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
@@ -33,17 +34,17 @@ from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import ChatRequest
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
-from app.service.timings import Timings
 from app.sessions import SessionTokenizer
 from app.sessions.ids_json import IdsJsonCache
 from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
+from app.telemetry.observer import Exchange
 from app.telemetry.oracle_source import RenderSource
+from app.telemetry.timings import Timings
 from app.tokenization import Encoding
-from app.upstream.alignment import Learned
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
-from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall, Usage
-from app.upstream.output import ToolFormat
+from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall
+from app.upstream.learned import Learned
 from app.upstream.readiness import Readiness
 from app.upstream.stops import StopTrim, trimmed
 
@@ -243,9 +244,15 @@ class ChatService:
             )
         return len(request.tools)
 
+    def _exchange(self, prepared: PreparedChat) -> Exchange:
+        request = prepared.request
+        return Exchange(
+            prepared.timings, prepared.encoding, request.model, self.dialect.name, request.stream
+        )
+
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:
         """The whole answer as one OpenAI chat completion."""
-        with self.telemetry.observe(prepared, self.dialect.name) as seen:
+        with self.telemetry.observe(self._exchange(prepared)) as seen:
             return seen.reply(await self._complete(prepared, seen.http_trace))
 
     async def _complete(self, prepared: PreparedChat, trace: TraceHook) -> dict[str, Any]:
@@ -272,7 +279,7 @@ class ChatService:
         errors after it end the stream.  The ``async with`` owns the upstream response, so
         closing this generator (a client that went away) cancels the upstream request."""
         path, body = self.dialect.request(prepared.call)
-        with self.telemetry.observe(prepared, self.dialect.name) as seen:
+        with self.telemetry.observe(self._exchange(prepared)) as seen:
             prepared.timings.upstream_sent = time.perf_counter()
             async with self.client.stream(path, body, seen.http_trace) as response:
                 seen.accepted()

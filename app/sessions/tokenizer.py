@@ -28,9 +28,9 @@ from app.sessions.registry import SessionRegistry
 from app.tokenization.diff import common_prefix
 from app.tokenization.gpu_route import GpuColdStarts
 from app.tokenization.reference import ReferenceEncoder
-from app.tokenization.spec import TokenizerSpec
 from app.tokenization.state import SessionState
 from app.tokenization.transcript import WHOLE, Encoding, TranscriptEncoder
+from app.tokenizer_spec import TokenizerSpec
 
 _MAX_TEXT_BYTES = (1 << 31) - 1
 

@@ -45,8 +45,8 @@ from app.sessions.registry import SessionRegistry, Slot
 from app.sessions.tokenizer import SessionTokenizer
 from app.tokenization.chunked import PARALLEL_CHUNK
 from app.tokenization.reference import IdArray, ReferenceEncoder
-from app.tokenization.spec import spec_from_json
 from app.tokenization.transcript import TranscriptEncoder
+from app.tokenizer_spec import spec_from_json
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)

@@ -12,14 +12,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.errors import TokspliceError
-from app.service.timings import Timings
+from app.telemetry.timings import Timings
 from app.tokenization import Encoding
 
-if TYPE_CHECKING:
-    from app.service.chat import PreparedChat
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """What the service tells telemetry of one upstream exchange as it starts."""
+
+    timings: Timings
+    encoding: Encoding
+    model: str
+    provider: str
+    """The upstream dialect (``gen_ai.provider.name``)."""
+    stream: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +52,12 @@ class RequestObserver:
     """Context manager around one upstream exchange; hands a ``RequestRecord`` to ``sink``
     when it exits (normally, by an error, or because the client went away)."""
 
-    __slots__ = ("_finish_reason", "_prepared", "_provider", "_sink", "_usage", "timings")
+    __slots__ = ("_exchange", "_finish_reason", "_sink", "_usage", "timings")
 
-    def __init__(
-        self, prepared: PreparedChat, provider: str, sink: Callable[[RequestRecord], None]
-    ) -> None:
-        self._prepared = prepared
-        self._provider = provider
+    def __init__(self, exchange: Exchange, sink: Callable[[RequestRecord], None]) -> None:
+        self._exchange = exchange
         self._sink = sink
-        self.timings = prepared.timings
+        self.timings = exchange.timings
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
 
@@ -65,14 +71,14 @@ class RequestObserver:
         traceback: TracebackType | None,
     ) -> None:
         self.timings.finished = time.perf_counter()
-        prepared = self._prepared
+        exchange = self._exchange
         self._sink(
             RequestRecord(
                 timings=self.timings,
-                encoding=prepared.encoding,
-                model=prepared.request.model,
-                provider=self._provider,
-                stream=prepared.request.stream,
+                encoding=exchange.encoding,
+                model=exchange.model,
+                provider=exchange.provider,
+                stream=exchange.stream,
                 outcome=_outcome(error),
                 finish_reason=self._finish_reason,
                 usage=self._usage,

@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 from tokenizers import Tokenizer
 
-from app.sessions import SessionTokenizer
+from app.telemetry.checked import CheckedTokenizer
 from app.telemetry.oracle import Oracle, first_divergence
 from app.tokenization.reference import IdArray
 
@@ -71,7 +71,7 @@ class _Check:
 class OracleProcess:
     def __init__(self) -> None:
         self._child: subprocess.Popen[bytes] | None = None
-        self._keys: weakref.WeakKeyDictionary[SessionTokenizer, int] = weakref.WeakKeyDictionary()
+        self._keys: weakref.WeakKeyDictionary[CheckedTokenizer, int] = weakref.WeakKeyDictionary()
         self._next_key = itertools.count()
         self._loaded: set[int] = set()  # keys whose tokenizer the current child holds
         self._killed = False
@@ -83,7 +83,7 @@ class OracleProcess:
 
     def check(
         self,
-        tokenizer: SessionTokenizer,
+        tokenizer: CheckedTokenizer,
         utf8: Buffer,
         sentinels: dict[str, str] | None,
         ids: IdArray,
@@ -116,7 +116,7 @@ class OracleProcess:
 
     def _ask(
         self,
-        tokenizer: SessionTokenizer,
+        tokenizer: CheckedTokenizer,
         utf8: Buffer,
         sentinels: dict[str, str] | None,
         actual: Buffer,

@@ -17,21 +17,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
-from app.rendering import ChatTemplate
-
 _MARKERS = range(0xE000, 0xF900)
 """The Basic Multilingual Plane's private use area, where the markers are drawn from."""
+
+
+class Template(Protocol):
+    """The chat template, as the verifier uses it (``app.rendering.ChatTemplate`` is one; the
+    service hands it over, so telemetry does not import rendering)."""
+
+    def render(self, messages: Sequence[Any], **options: Any) -> str: ...
+
+    def source(self, *, tools: bool = False) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
 class RenderSource:
     """A request's template inputs as the client sent them (read only, never mutated)."""
 
-    template: ChatTemplate
+    template: Template
     messages: Sequence[Any]
     tools: Sequence[Any] | None
     template_kwargs: Mapping[str, Any] | None

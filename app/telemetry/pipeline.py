@@ -13,18 +13,14 @@ import os
 import queue
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from app.config import Settings
 from app.telemetry.metrics import Metrics
-from app.telemetry.observer import RequestObserver, RequestRecord
+from app.telemetry.observer import Exchange, RequestObserver, RequestRecord
 from app.telemetry.refusals import Refusals
 from app.telemetry.ring import TraceRing
 from app.telemetry.shadow import ShadowVerifier
 from app.telemetry.spans import SpanExport
-
-if TYPE_CHECKING:
-    from app.service.chat import PreparedChat
 
 log = logging.getLogger("toksplice.telemetry")
 
@@ -44,9 +40,9 @@ class Telemetry:
         self._worker = threading.Thread(target=self._run, name="toksplice-telemetry", daemon=True)
         self._worker.start()
 
-    def observe(self, prepared: PreparedChat, provider: str) -> RequestObserver:
-        """Wrap one upstream exchange: ``with telemetry.observe(prepared, ...) as seen:``."""
-        return RequestObserver(prepared, provider, self._submit)
+    def observe(self, exchange: Exchange) -> RequestObserver:
+        """Wrap one upstream exchange: ``with telemetry.observe(exchange) as seen:``."""
+        return RequestObserver(exchange, self._submit)
 
     def close(self) -> None:
         """Records what was observed, flushes the exporters, stops the workers."""

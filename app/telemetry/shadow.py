@@ -31,8 +31,7 @@ import orjson
 
 from app.config import Settings
 from app.pieced_text import PiecedText, joined
-from app.sessions import SessionTokenizer
-from app.sessions.typed_specials import Masked, TypedSpecials
+from app.telemetry.checked import CheckedTokenizer, Repairing, Sentinels
 from app.telemetry.metrics import Metrics
 from app.telemetry.oracle_process import OracleProcess
 from app.telemetry.oracle_source import RenderSource, oracle_prompt, special_pattern
@@ -48,7 +47,7 @@ _CONTEXT = 8
 
 @dataclass(frozen=True, slots=True)
 class ShadowJob:
-    tokenizer: SessionTokenizer
+    tokenizer: CheckedTokenizer
     session: str
     utf8: bytearray
     """The rendered prompt's UTF-8 (for route "pieces": with user-typed specials masked), in
@@ -58,7 +57,7 @@ class ShadowJob:
     sentinels: dict[str, str] | None
     ids: IdArray
     route: str
-    typed: TypedSpecials | None
+    typed: Repairing | None
     """Where route "pieces" keeps its session state."""
     sent: bytes | memoryview | None
     """The ids as the JSON text that went upstream (spliced from earlier calls' text): the
@@ -95,7 +94,7 @@ class ShadowVerifier:
         for _ in range(settings.shadow_queue):  # one per pending check, reused
             self._buffers.put(bytearray())
         self._oracle = OracleProcess()  # worker thread only
-        self._patterns: weakref.WeakKeyDictionary[SessionTokenizer, re.Pattern[str] | None] = (
+        self._patterns: weakref.WeakKeyDictionary[CheckedTokenizer, re.Pattern[str] | None] = (
             weakref.WeakKeyDictionary()
         )  # worker thread only
         self._worker = threading.Thread(target=self._run, name="toksplice-shadow", daemon=True)
@@ -104,12 +103,12 @@ class ShadowVerifier:
 
     def offer(
         self,
-        tokenizer: SessionTokenizer,
+        tokenizer: CheckedTokenizer,
         session: str,
         text: str | PiecedText,
         encoding: Encoding,
-        masked: Masked | None,
-        typed: TypedSpecials | None = None,
+        masked: Sentinels | None,
+        typed: Repairing | None = None,
         sent: bytes | memoryview | None = None,
         source: RenderSource | None = None,
     ) -> None:
@@ -269,7 +268,7 @@ def _engine(job: ShadowJob, index: int) -> str:
     return found or "unrecorded"
 
 
-def _tokenizer_id(tokenizer: SessionTokenizer) -> dict[str, str]:
+def _tokenizer_id(tokenizer: CheckedTokenizer) -> dict[str, str]:
     serialized = tokenizer.reference.tokenizer.to_str().encode()
     return {
         "family": tokenizer.spec.family or "unknown",

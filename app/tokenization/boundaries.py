@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from app.tokenization.spec import AddedToken, TokenizerSpec
+from app.tokenizer_spec import AddedToken, TokenizerSpec
 
 _ALNUM_SPACE = rb"(?<=[A-Za-z0-9])(?= )"
 _NEWLINE_ASCII = rb"(?<=\n)(?=[!-~])"

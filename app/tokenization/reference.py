@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Encoding, Tokenizer
 
-from app.tokenization.byte_level import bytes_to_unicode
-from app.tokenization.spec import NormalForm, normalizer_kind
+from app.byte_level import bytes_to_unicode
+from app.tokenizer_spec import NormalForm, normalizer_kind
 
 IdArray = npt.NDArray[np.int32]
 """Token ids, int32."""

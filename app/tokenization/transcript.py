@@ -28,8 +28,8 @@ from app.tokenization.growable import Growable
 from app.tokenization.native_route import CpuEncoder, native_encoder
 from app.tokenization.reference import CopiedIds, IdArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
-from app.tokenization.spec import TokenizerSpec, load_spec
 from app.tokenization.state import SessionState
+from app.tokenizer_spec import TokenizerSpec, load_spec
 
 WHOLE = ("full", "gpu")
 """The routes that encode the whole text."""

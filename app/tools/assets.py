@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from app import gguf_file
 from app.tokenization import gguf
 from app.tools import converters, sentencepiece_bpe
 
@@ -258,7 +259,7 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     }
     built = {name: root / name / "tokenizer.json" for name in builds}
     builds["smollm2_config"] = lambda out: _write_text(
-        out, json.dumps(gguf.tokenizer_config_from_gguf(src["smollm2_gguf"]), indent=2)
+        out, json.dumps(gguf_file.tokenizer_config_from_gguf(src["smollm2_gguf"]), indent=2)
     )
     built["smollm2_config"] = root / "smollm2" / "tokenizer_config.json"
     for name, build in builds.items():

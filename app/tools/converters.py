@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 
 __all__ = [
     "CL100K_PATTERN",

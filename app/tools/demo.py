@@ -17,9 +17,9 @@ import httpx
 import orjson
 import uvicorn
 
+from app import gguf_file
 from app.config import Settings
 from app.serve import configure_logging, server_config
-from app.tokenization import gguf
 from app.tools import assets
 from app.tools.local_upstream import LocalLlamaServer
 
@@ -29,7 +29,7 @@ DEMO_MODEL = "smollm2"
 def run(*, port: int, once: bool, threads: int, context: int) -> int:
     files = assets.fetch()
     folder = files["smollm2"].parent
-    trained = int(gguf.read_metadata(files["smollm2_gguf"])["llama.context_length"])
+    trained = int(gguf_file.read_metadata(files["smollm2_gguf"])["llama.context_length"])
     print(f"starting llama.cpp (SmolLM2-135M, 1 slot of {context} tokens, {threads} threads)",
           flush=True)  # fmt: skip
     if context > trained:

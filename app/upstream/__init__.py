@@ -1,8 +1,8 @@
-"""Upstream model servers: dialects (how ids are sent), the HTTP client, the alignment check."""
+"""Upstream model servers: dialects (how ids are sent), the HTTP client, readiness."""
 
 from __future__ import annotations
 
-from app.upstream.dialect import Dialect, Generated, Prompt, Sampling, UpstreamCall, Usage
+from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall
 from app.upstream.llamacpp import LlamaCppCompletions, LlamaCppNative
 from app.upstream.sglang import SglangGenerate
 from app.upstream.vllm import VllmChat, VllmCompletions, VllmGenerate
@@ -11,9 +11,7 @@ __all__ = [
     "Dialect",
     "Generated",
     "Prompt",
-    "Sampling",
     "UpstreamCall",
-    "Usage",
     "dialect_named",
 ]
 

@@ -10,10 +10,12 @@ passed through.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
+
+from app.generation import Sampling, Usage
 
 _IDS_PLACEHOLDER = "\x00toksplice-ids\x00"
 _IDS_PLACEHOLDER_JSON = orjson.dumps(_IDS_PLACEHOLDER)
@@ -29,56 +31,6 @@ class Prompt:
     n_ids: int
     text: str
     as_text: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Sampling:
-    """Sampling parameters in OpenAI terms; None means "the upstream's default"."""
-
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    stop: list[str] = field(default_factory=list)
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    logit_bias: dict[str, float] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Upstream-specific fields passed through as given (``top_k``, ``min_p``, ...)."""
-
-    def openai_fields(self) -> dict[str, Any]:
-        values: dict[str, Any] = {
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "stop": self.stop or None,
-            "seed": self.seed,
-            "presence_penalty": self.presence_penalty,
-            "frequency_penalty": self.frequency_penalty,
-            "logit_bias": self.logit_bias,
-        }
-        return {k: v for k, v in values.items() if v is not None} | self.extra
-
-    def named(self, **names: str) -> dict[str, Any]:
-        """``openai_fields`` under an upstream's own names (``max_tokens="n_predict"``)."""
-        return {names.get(k, k): v for k, v in self.openai_fields().items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int | None = None
-
-    def to_openai(self) -> dict[str, Any]:
-        usage: dict[str, Any] = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        }
-        if self.cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
-        return usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,12 +103,6 @@ class Dialect(ABC):
     @abstractmethod
     def context_response(self, payload: Any, model: str) -> int | None:
         """The context in tokens that one request may fill, from that call's answer."""
-
-
-def stop_string(value: Any) -> str | None:
-    """An upstream's report of the stop sequence that ended the output: a non-empty string,
-    or None (vLLM reports a stop token id there, llama.cpp an empty string)."""
-    return value if isinstance(value, str) and value else None
 
 
 def positive_int(value: Any) -> int | None:

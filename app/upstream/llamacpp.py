@@ -7,13 +7,12 @@ from typing import Any
 
 import orjson
 
+from app.generation import Usage, stop_string
 from app.upstream.dialect import (
     Dialect,
     Generated,
     UpstreamCall,
-    Usage,
     positive_int,
-    stop_string,
     usage_of,
     with_ids,
 )

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from app.errors import UpstreamNotReadyError
-from app.upstream.alignment import Learned
+from app.upstream.learned import Learned
 
 log = logging.getLogger("toksplice")
 

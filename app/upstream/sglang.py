@@ -7,13 +7,12 @@ from typing import Any
 import orjson
 
 from app.errors import UpstreamError
+from app.generation import Usage, stop_string
 from app.upstream.dialect import (
     Dialect,
     Generated,
     UpstreamCall,
-    Usage,
     positive_int,
-    stop_string,
     with_ids,
 )
 

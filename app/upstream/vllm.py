@@ -7,11 +7,11 @@ from typing import Any
 import orjson
 
 from app.errors import UpstreamError
+from app.generation import stop_string
 from app.upstream.dialect import (
     Generated,
     UpstreamCall,
     positive_int,
-    stop_string,
     usage_of,
     with_ids,
 )

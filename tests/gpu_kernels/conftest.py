@@ -23,7 +23,7 @@ FAMILIES = {
     "qwen3": "qwen2", "llama3": "cl100k", "cl100k": "cl100k", "gpt2": "gpt2", "o200k": "o200k",
     "deepseek_v3": "deepseek_v3",
 }  # fmt: skip
-"""The assets the twin covers, with their pre-tokenizer family (``app.tokenization.spec``)."""
+"""The assets the twin covers, with their pre-tokenizer family (``app.tokenizer_spec``)."""
 
 on_gpu = pytest.mark.skipif(not is_available(), reason=f"no GPU path: {unavailable_reason()}")
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, models
 
-from app.tokenization.spec import AddedToken as Added
+from app.tokenizer_spec import AddedToken as Added
 from gpu_kernels.payload import AddedSplit
 from gpu_kernels.plan import EncoderPlan, UnsupportedTokenizer, two_pass_conflict
 from tests.gpu_kernels.conftest import differential

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 from gpu_kernels.byte_bpe import MergeTable
 from tests.gpu_kernels.conftest import FAMILIES, differential
 

@@ -150,7 +150,7 @@ def test_jinja_file(tmp_path: Path) -> None:
 
 
 def test_gguf() -> None:
-    pytest.importorskip("app.tokenization.gguf")
+    pytest.importorskip("app.gguf_file")
     if not SMOLLM2_GGUF.exists():
         pytest.skip("SmolLM2 GGUF asset not fetched")
     template = ChatTemplate.from_gguf(SMOLLM2_GGUF)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from tokenizers import Tokenizer
 
 from app.tokenization.boundaries import CutRules, trie_pattern
-from app.tokenization.spec import load_spec
+from app.tokenizer_spec import load_spec
 from tests.adversarial import texts
 
 FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]

@@ -20,7 +20,7 @@ from app.sessions import SessionTokenizer
 from app.tokenization.boundaries import CutRules
 from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.reference import OffsetArray, ReferenceEncoder
-from app.tokenization.spec import load_spec
+from app.tokenizer_spec import load_spec
 from loadtest.agent_sessions import MARKUPS, session_calls
 from tests.adversarial import long_texts
 from tests.tokenization.conftest import PRE_SPLIT_FAMILIES as FAMILIES

@@ -24,13 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.tokenization.gguf import (
-    GGUFError,
-    read_metadata,
-    tokenizer_config_from_gguf,
-    tokenizer_json_from_gguf,
-)
-from app.tokenization.spec import load_spec
+from app.gguf_file import GGUFError, read_metadata, tokenizer_config_from_gguf
+from app.tokenization.gguf import tokenizer_json_from_gguf
+from app.tokenizer_spec import load_spec
 from app.tools.local_upstream import LocalLlamaServer
 from tests.adversarial import TRAPS, fragments
 

@@ -27,7 +27,7 @@ FAMILIES = ("gpt2", "qwen3", "cl100k", "o200k", "deepseek_v3", "smollm2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REAL_TEXT = [
     (REPO_ROOT / name).read_bytes()
-    for name in ("README.md", "app/sessions/tokenizer.py", "app/tokenization/spec.py")
+    for name in ("README.md", "app/sessions/tokenizer.py", "app/tokenizer_spec.py")
 ]
 family = st.sampled_from(FAMILIES)
 cheap = settings(

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 from app.tokenization.incremental_bpe import IncrementalBPE, VocabularyError
 from loadtest.bpe_reference import reference_bpe
 

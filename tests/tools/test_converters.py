@@ -25,7 +25,7 @@ from tiktoken import load as tiktoken_load
 from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 from app.tools import assets as app_assets
 from app.tools import converters
 

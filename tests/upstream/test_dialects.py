@@ -25,9 +25,10 @@ from starlette.routing import Route
 from tokenizers import Tokenizer
 
 from app.config import DIALECTS, Settings
+from app.generation import Sampling
 from app.main import create_app
 from app.rendering import ChatTemplate
-from app.upstream import Prompt, Sampling, UpstreamCall, dialect_named
+from app.upstream import Prompt, UpstreamCall, dialect_named
 from tests.api.servers import serving
 
 MODEL = "m"
@@ -369,7 +370,8 @@ def test_sglang_abort_is_an_error(stream: bool, smollm2_dir: Path) -> None:
 
 
 def test_sglang_passes_logit_bias() -> None:
-    from app.upstream import Prompt, Sampling, UpstreamCall, dialect_named
+    from app.generation import Sampling
+    from app.upstream import Prompt, UpstreamCall, dialect_named
 
     call = UpstreamCall(model=MODEL, prompt=Prompt(b"1,2", 2, "ab"), stream=False,
                         sampling=Sampling(logit_bias={"5": -100.0}))

@@ -21,7 +21,7 @@ from app.errors import UpstreamNotReadyError
 from app.main import create_app
 from app.rendering import ChatTemplate
 from app.tools.local_upstream import LocalLlamaServer
-from app.upstream.alignment import Learned
+from app.upstream.learned import Learned
 from app.upstream.readiness import Readiness
 from tests.api.servers import RecordingTransport, closed_port_url, serving
 

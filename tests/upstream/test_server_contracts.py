@@ -31,9 +31,10 @@ from starlette.routing import Route
 from tokenizers import Tokenizer
 
 from app.config import Settings
+from app.generation import Sampling
 from app.main import create_app
 from app.protocol.openai_chat import _PASSED_THROUGH
-from app.upstream import Prompt, Sampling, UpstreamCall, dialect_named
+from app.upstream import Prompt, UpstreamCall, dialect_named
 from tests.api.servers import serving
 from tests.upstream import server_answers as answers
 from tests.upstream.server_schemas import CLASSES, FIXTURE, extract

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.tokenization.byte_level import bytes_to_unicode
+from app.byte_level import bytes_to_unicode
 
 ATOMS = 256
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.upstream.output.hermes import TOOL_CALL_CLOSE
-from app.upstream.output.scanning import find_tag, partial_tag_start
-from app.upstream.output.schema import convert_value, encode_call
+from app.protocol.output.hermes import TOOL_CALL_CLOSE
+from app.protocol.output.scanning import find_tag, partial_tag_start
+from app.protocol.output.schema import convert_value, encode_call
 
 FUNCTION_OPEN = "<function="
 FUNCTION_CLOSE = "</function>"

@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.upstream.output import ToolFormat
-from tests.upstream.output.helpers import make_parser, parsed, render, split_at, squash, stream
+from app.generation import ToolFormat
+from tests.protocol.output.helpers import make_parser, parsed, render, split_at, squash, stream
 
 CODER_TOOLS: list[dict[str, Any]] = [
     {

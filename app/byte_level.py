@@ -1,5 +1,5 @@
-"""GPT-2's byte-level alphabet: how byte-level BPE vocabularies spell each byte as a printable
-character (the Hugging Face ``ByteLevel`` pre-tokenizer and decoder use the same table)."""
+"""GPT-2's byte -> character table: how byte-level BPE files spell bytes.  Tokenization, the
+converters and the kernels all read it."""
 
 from __future__ import annotations
 

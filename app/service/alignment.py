@@ -10,12 +10,14 @@ An upstream that does not answer at all (no connection, a timeout, a 5xx such as
 503 while it loads the model) has told us nothing: ``learn`` raises ``UpstreamNotReadyError``
 and the caller tries again (``app.upstream.readiness``).  One that answers without a usable
 ``/tokenize`` gets ids unverified, as before.
+
+The check renders and tokenizes, so it is the service's work; what it learns
+(``app.upstream.learned``) belongs to the upstream.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from app.errors import (
     UpstreamError,
@@ -28,6 +30,7 @@ from app.rendering import ChatTemplate
 from app.sessions import SessionTokenizer
 from app.upstream.client import UpstreamClient
 from app.upstream.dialect import Dialect
+from app.upstream.learned import Alignment, Learned
 
 log = logging.getLogger("toksplice")
 
@@ -44,31 +47,6 @@ SAMPLE_CONVERSATION = [
     {"role": "assistant", "content": "Sure."},
     {"role": "user", "content": "Thanks! Now run the tests: `pytest -q`."},
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Alignment:
-    verified: bool
-    """False when the upstream has no usable /tokenize (ids are sent, unverified)."""
-    mismatches: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.mismatches
-
-
-@dataclass(frozen=True, slots=True)
-class Learned:
-    """The upstream facts the proxy serves by."""
-
-    alignment: Alignment | None
-    """None when the check is switched off."""
-    context_tokens: int | None
-    """What one request may fill (prompt and answer), None when the upstream does not say."""
-
-    @property
-    def send_text(self) -> bool:
-        return self.alignment is not None and not self.alignment.ok
 
 
 async def learn(

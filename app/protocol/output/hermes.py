@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from app.upstream.output.schema import encode_call, loads_strict
+from app.protocol.output.schema import encode_call, loads_strict
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"

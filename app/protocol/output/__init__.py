@@ -19,8 +19,8 @@ Choices, and why:
 - ``</tool_call>`` inside a Hermes JSON string or a Qwen3-Coder parameter value is text.
 """
 
-from app.upstream.output.deltas import ChatDelta, ParsedOutput, ToolCall, ToolCallDelta
-from app.upstream.output.parser import OutputParser, ToolFormat, new_tool_call_id
+from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCall, ToolCallDelta
+from app.protocol.output.parser import OutputParser, new_tool_call_id
 
 __all__ = [
     "ChatDelta",
@@ -28,6 +28,5 @@ __all__ = [
     "ParsedOutput",
     "ToolCall",
     "ToolCallDelta",
-    "ToolFormat",
     "new_tool_call_id",
 ]

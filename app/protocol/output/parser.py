@@ -18,21 +18,19 @@ import secrets
 from collections.abc import Callable
 from enum import Enum, auto
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from app.upstream.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
-from app.upstream.output.hermes import (
+from app.generation import ToolFormat
+from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
+from app.protocol.output.hermes import (
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     HermesBlockEnd,
     decode_hermes,
 )
-from app.upstream.output.qwen3_coder import CoderBlockEnd, decode_qwen3_coder
-from app.upstream.output.scanning import partial_tag_start
-from app.upstream.output.schema import parameter_schemas
-
-ToolFormat = Literal["hermes", "qwen3_coder"]
-"""``hermes``: JSON in ``<tool_call>`` (Hermes, Qwen2.5, Qwen3); ``qwen3_coder``: XML-like."""
+from app.protocol.output.qwen3_coder import CoderBlockEnd, decode_qwen3_coder
+from app.protocol.output.scanning import partial_tag_start
+from app.protocol.output.schema import parameter_schemas
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"

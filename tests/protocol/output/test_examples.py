@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.upstream.output import ChatDelta, OutputParser, ParsedOutput, ToolCall, ToolCallDelta
-from tests.upstream.output.helpers import make_parser, parsed, stream
+from app.protocol.output import ChatDelta, OutputParser, ParsedOutput, ToolCall, ToolCallDelta
+from tests.protocol.output.helpers import make_parser, parsed, stream
 
 QWEN3_TURN = (
     "<think>\nThe user wants the weather in two cities. I'll call the tool twice.\n</think>\n\n"

@@ -8,7 +8,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.upstream.output import ChatDelta, OutputParser, ParsedOutput, ToolFormat
+from app.generation import ToolFormat
+from app.protocol.output import ChatDelta, OutputParser, ParsedOutput
 
 MARKUP = re.compile(r"\s|<think>|</think>|<tool_call>|</tool_call>")
 

@@ -1,0 +1,68 @@
+"""The terms a generation is asked for and reported in, shared by the client protocols (which
+read them from requests and write them into replies) and the upstream dialects (which send and
+receive them): neither side owns them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ToolFormat = Literal["hermes", "qwen3_coder"]
+"""How the model writes tool calls in its text: ``hermes``, JSON in ``<tool_call>`` (Hermes,
+Qwen2.5, Qwen3); ``qwen3_coder``, XML-like."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling parameters in OpenAI terms; None means "the upstream's default"."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Upstream-specific fields passed through as given (``top_k``, ``min_p``, ...)."""
+
+    def openai_fields(self) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "stop": self.stop or None,
+            "seed": self.seed,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "logit_bias": self.logit_bias,
+        }
+        return {k: v for k, v in values.items() if v is not None} | self.extra
+
+    def named(self, **names: str) -> dict[str, Any]:
+        """``openai_fields`` under an upstream's own names (``max_tokens="n_predict"``)."""
+        return {names.get(k, k): v for k, v in self.openai_fields().items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
+
+
+def stop_string(value: Any) -> str | None:
+    """An upstream's report of the stop sequence that ended the output: a non-empty string,
+    or None (vLLM reports a stop token id there, llama.cpp an empty string)."""
+    return value if isinstance(value, str) and value else None
