@@ -19,13 +19,14 @@ from app.protocol.sse import DONE, sse_data
 from app.service.callers import body_key, caller_of
 from app.service.chat import ChatService
 from app.service.timings import Timings
+from app.telemetry.trace_context import RequestTrace
 
 router = APIRouter()
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter())
+    timings = Timings(received=time.perf_counter(), trace=RequestTrace.of(request.headers))
     service: ChatService = request.app.state.chat
     limit = request.app.state.settings.max_body_bytes
     parsed = await json_body(request, limit, timings, service.bodies, body_key(request.headers))

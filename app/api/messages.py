@@ -27,6 +27,7 @@ from app.protocol.openai_chat import parse_chat_request
 from app.service.callers import Caller, body_key, caller_of
 from app.service.chat import ChatService
 from app.service.timings import Timings
+from app.telemetry.trace_context import RequestTrace
 
 router = APIRouter()
 
@@ -42,7 +43,8 @@ def translator(app: FastAPI) -> ChatTranslator:
 
 @router.post("/v1/messages")
 async def messages(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter(), api="messages")
+    trace = RequestTrace.of(request.headers)
+    timings = Timings(received=time.perf_counter(), api="messages", trace=trace)
     service: ChatService = request.app.state.chat
     settings = request.app.state.settings
     key = BODY_KEY_PREFIX + body_key(request.headers)

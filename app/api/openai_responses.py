@@ -31,6 +31,7 @@ from app.protocol.sse import sse_event
 from app.service.callers import body_key, caller_of
 from app.service.chat import ChatService
 from app.service.timings import Timings
+from app.telemetry.trace_context import RequestTrace
 
 router = APIRouter()
 
@@ -43,7 +44,8 @@ def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
 
 @router.post("/v1/responses")
 async def create_response(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter(), api="responses")
+    trace = RequestTrace.of(request.headers)
+    timings = Timings(received=time.perf_counter(), api="responses", trace=trace)
     service: ChatService = request.app.state.chat
     limit = request.app.state.settings.max_body_bytes
     key = "responses:" + body_key(request.headers)
