@@ -164,7 +164,7 @@ def _status_error(status: int, body: bytes) -> UpstreamError:
     except orjson.JSONDecodeError:
         pass
     if status >= 500:
-        return UpstreamStatusError(f"upstream error {status}: {message}", status=502)
+        return UpstreamStatusError(f"upstream error {status}: {message}", upstream_status=status)
     return UpstreamStatusError(
-        f"upstream rejected the request ({status}): {message}", status=status
+        f"upstream rejected the request ({status}): {message}", upstream_status=status
     )
