@@ -4,27 +4,28 @@
     ├── InvalidTextError        text that no tokenizer can take (not a str, lone surrogates)
     ├── TokenizerSpecError      a tokenizer.json that cannot be loaded or is not supported at all
     ├── TemplateError           a chat template that cannot be loaded, or raised while rendering
-    ├── RequestError            the client's request is wrong (HTTP 4xx; ``status`` says which)
-    │   ├── BadRequestError         400: malformed JSON, bad fields, content the model lacks
+    ├── RequestError            the client's request is wrong
+    │   ├── BadRequestError         malformed JSON, bad fields, content the model lacks
     │   │   ├── ContextOverflowError    the prompt (and the asked output) exceed the context
     │   │   └── SystemTurnError         a system message where the model's template takes none
-    │   ├── AuthenticationError     401
-    │   ├── PermissionDeniedError   403: an admin endpoint without the admin key
-    │   ├── NotFoundError           404: unknown model or route
-    │   ├── RequestTimeoutError     408: the client did not send its body in time
-    │   ├── ClientDisconnectedError 499: the client went away before its answer began
-    │   └── PayloadTooLargeError    413: body over the configured limit
-    └── UpstreamError           the upstream server failed us (HTTP 5xx)
-        ├── UpstreamUnavailableError  502: connection refused / reset, malformed reply
-        │   └── UpstreamUnreachableError  502: no connection (refused, reset, DNS)
-        ├── UpstreamTimeoutError      504: no answer in time
-        ├── UpstreamTruncatedError    502: the answer ended without a finish reason
-        ├── UpstreamStatusError       the upstream answered with an error status (kept as is)
-        └── UpstreamNotReadyError     503: the startup checks have not passed yet
+    │   ├── AuthenticationError     no valid API key
+    │   ├── PermissionDeniedError   an admin endpoint without the admin key
+    │   ├── NotFoundError           unknown model or route
+    │   ├── RequestTimeoutError     the client did not send its body in time
+    │   ├── ClientDisconnectedError the client went away before its answer began
+    │   └── PayloadTooLargeError    body over the configured limit
+    └── UpstreamError           the upstream server failed us
+        ├── UpstreamUnavailableError  connection refused / reset, malformed reply
+        │   └── UpstreamUnreachableError  no connection (refused, reset, DNS)
+        ├── UpstreamTimeoutError      no answer in time
+        ├── UpstreamTruncatedError    the answer ended without a finish reason
+        ├── UpstreamStatusError       the upstream answered with an error status
+        └── UpstreamNotReadyError     the startup checks have not passed yet
 
-Services raise these; each client API maps them to its own error JSON at one boundary
-(``app.api.errors``).  ``reason`` is the short machine name that logs and metrics count
-refusals by.
+Services raise these and know nothing of HTTP: which status each one is answered with is
+the HTTP boundary's table (``app.api.errors``), which words it in each client API's own error
+JSON.  ``kind`` is the error's category (OpenAI's error ``type``); ``reason`` is the short
+machine name that logs and metrics count refusals by.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from __future__ import annotations
 class TokspliceError(Exception):
     """Base class of every error toksplice raises on purpose."""
 
-    status: int = 500
     kind: str = "server_error"
 
     @property
@@ -46,7 +46,6 @@ class TokspliceError(Exception):
 class InvalidTextError(TokspliceError, ValueError):
     """The input is not text the reference tokenizer accepts (non-str, lone surrogates)."""
 
-    status = 400
     kind = "invalid_request_error"
 
 
@@ -58,14 +57,12 @@ class TemplateError(TokspliceError, ValueError):
     """A chat template failed: it could not be loaded, or it raised on these messages
     (``raise_exception`` in the template, an undefined name, a type error)."""
 
-    status = 400
     kind = "invalid_request_error"
 
 
 class RequestError(TokspliceError):
     """The client's request cannot be served as sent."""
 
-    status = 400
     kind = "invalid_request_error"
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
@@ -74,7 +71,7 @@ class RequestError(TokspliceError):
 
 
 class BadRequestError(RequestError):
-    status = 400
+    """Malformed JSON, bad fields, content the model cannot take."""
 
 
 class ContextOverflowError(BadRequestError):
@@ -110,47 +107,40 @@ class SystemTurnError(BadRequestError):
 
 
 class AuthenticationError(RequestError):
-    status = 401
     kind = "authentication_error"
 
 
 class PermissionDeniedError(RequestError):
-    status = 403
     kind = "permission_error"
 
 
 class NotFoundError(RequestError):
-    status = 404
     kind = "not_found_error"
 
 
 class RequestTimeoutError(RequestError):
-    status = 408
     kind = "timeout_error"
 
 
 class ClientDisconnectedError(RequestError):
-    """The client closed its connection while the proxy waited for the upstream (nginx's
-    499); the upstream request was cancelled and the answer reaches no one."""
+    """The client closed its connection while the proxy waited for the upstream; the
+    upstream request was cancelled and the answer reaches no one."""
 
-    status = 499
     kind = "client_closed_request"
 
 
 class PayloadTooLargeError(RequestError):
-    status = 413
     kind = "request_too_large"
 
 
 class UpstreamError(TokspliceError):
     """The upstream model server did not give a usable answer."""
 
-    status = 502
     kind = "upstream_error"
 
 
 class UpstreamUnavailableError(UpstreamError):
-    status = 502
+    """The connection failed, or the reply is not one we can use."""
 
 
 class UpstreamUnreachableError(UpstreamUnavailableError):
@@ -161,12 +151,10 @@ class UpstreamNotReadyError(UpstreamError):
     """The upstream has not yet answered the startup checks (alignment, context), so no ids
     are sent; they run again until it does."""
 
-    status = 503
     kind = "upstream_not_ready"
 
 
 class UpstreamTimeoutError(UpstreamError):
-    status = 504
     kind = "upstream_timeout"
 
 
@@ -175,14 +163,14 @@ class UpstreamTruncatedError(UpstreamError):
     cut short without ``[DONE]``, an empty stream, a 200 that is not an answer.  Reported as
     an error rather than as a complete answer, which the client could not tell from one."""
 
-    status = 502
 
 
 class UpstreamStatusError(UpstreamError):
-    """The upstream answered with an error status; ``status`` is that status."""
+    """The upstream answered with an error status, ``upstream_status``; one under 500 means
+    it refused the request as sent."""
 
-    def __init__(self, message: str, *, status: int) -> None:
+    def __init__(self, message: str, *, upstream_status: int) -> None:
         super().__init__(message)
-        self.status = status
-        if status < 500:
+        self.upstream_status = upstream_status
+        if upstream_status < 500:
             self.kind = "invalid_request_error"

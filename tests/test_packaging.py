@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import venv
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -42,6 +43,7 @@ def installed(tmp: Path) -> Path:
     _run(sys.executable, "-m", "build", "--outdir", dist, REPO_ROOT, cwd=tmp)
     (wheel,) = dist.glob("toksplice-*.whl")
     assert list(dist.glob("toksplice-*.tar.gz")), "no sdist"
+    assert "app/py.typed" in zipfile.ZipFile(wheel).namelist(), "the wheel lacks py.typed"
     env = tmp / "venv"
     venv.create(env, with_pip=True)
     python = env / "bin" / "python"

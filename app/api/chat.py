@@ -1,64 +1,60 @@
-"""``POST /v1/chat/completions``."""
+"""``POST /v1/chat/completions``: the canonical chat request itself, served by the pipeline
+(``app.api.pipeline``).  A stream's error after its first byte is an ``error`` data line,
+then ``[DONE]``."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
-from app.api.body import json_body
-from app.api.disconnect import unless_disconnected
-from app.api.errors import error_response, stream_error
-from app.api.responses import json_response, sse_response
-from app.errors import TokspliceError
-from app.protocol.openai_chat import parse_chat_request
+from app.api.pipeline import ClientApi, serve
+from app.protocol.error_bodies import ApiName, Refusal
+from app.protocol.incremental_json import ParsedBody
+from app.protocol.openai_chat import ChatRequest, parse_chat_request
 from app.protocol.sse import DONE, sse_data
-from app.service.callers import body_key, caller_of
-from app.service.chat import ChatService
-from app.telemetry.timings import Timings
 
 router = APIRouter()
 
 
+class _Stream:
+    def start(self) -> Iterable[bytes]:
+        return ()
+
+    def feed(self, chunk: dict[str, Any]) -> Iterable[bytes]:
+        return (sse_data(chunk),)
+
+    def fail(self, refusal: Refusal) -> Iterable[bytes]:
+        return sse_data(refusal.openai()), DONE
+
+    def finish(self) -> Iterable[bytes]:
+        return (DONE,)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    chat: ChatRequest
+
+    def reply(self, completion: dict[str, Any], n_ids: int) -> Any:
+        return completion
+
+    def stream(self, n_ids: int) -> _Stream:
+        return _Stream()
+
+
+class ChatApi(ClientApi):
+    name: ApiName = "chat"
+
+    def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
+        return _Call(parse_chat_request(parsed.body, validated=parsed.reused_messages))
+
+
+API = ChatApi()
+
+
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter())
-    service: ChatService = request.app.state.chat
-    limit = request.app.state.settings.max_body_bytes
-    parsed = await json_body(request, limit, timings, service.bodies, body_key(request.headers))
-    body = parsed.body
-    chat = parse_chat_request(body, validated=parsed.reused_messages)
-    parsed.valid()
-    timings.parse_s = time.perf_counter() - timings.received - timings.read_s
-    caller = caller_of(request.headers, body)
-    continuation = parsed.reused_messages > 0
-    prepared = await service.prepare(chat, caller, timings, continuation=continuation)
-    if not chat.stream:
-        reply = await unless_disconnected(request, service.complete(prepared))
-        return json_response(reply, headers=prepared.headers())
-    chunks = service.chunks(prepared)
-    try:
-        await unless_disconnected(request, anext(chunks))  # the upstream accepted it
-    except TokspliceError as exc:
-        await chunks.aclose()  # type: ignore[attr-defined]
-        return error_response(request, exc, "chat")
-    return sse_response(_events(request, chunks), headers=prepared.headers())
-
-
-async def _events(
-    request: Request, chunks: AsyncIterator[dict[str, Any] | None]
-) -> AsyncIterator[bytes]:
-    """OpenAI chat SSE; owns ``chunks`` (closing it cancels the upstream request).  An error
-    after the first byte is an ``error`` data line, then ``[DONE]``."""
-    try:
-        async for chunk in chunks:
-            if chunk is not None:
-                yield sse_data(chunk)
-    except TokspliceError as exc:
-        yield sse_data(stream_error(request, exc, "chat").openai())
-    finally:
-        await chunks.aclose()  # type: ignore[attr-defined]
-    yield DONE
+    return await serve(request, API)

@@ -1,7 +1,9 @@
 """The one place exceptions become HTTP answers, in each client API's own error format.
 
-Every answer made here is recorded (``Telemetry.refusals``): a log line, the
-``toksplice_refusals_total`` counter and the trace page.
+The domain errors (``app.errors``) carry no HTTP: ``STATUS`` says which status each class is
+answered with (the nearest class up its tree that the table names).  Every answer made here
+is recorded (``Telemetry.refusals``): a log line, the ``toksplice_refusals_total`` counter and
+the trace page.
 """
 
 from __future__ import annotations
@@ -14,26 +16,80 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from app.api.responses import json_response
-from app.errors import TokspliceError
-from app.protocol.error_bodies import ClientApi, Refusal, refusal_of
+from app.errors import (
+    AuthenticationError,
+    ClientDisconnectedError,
+    InvalidTextError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RequestError,
+    RequestTimeoutError,
+    TemplateError,
+    TokspliceError,
+    UpstreamError,
+    UpstreamNotReadyError,
+    UpstreamStatusError,
+    UpstreamTimeoutError,
+)
+from app.protocol.error_bodies import ApiName, Refusal, refusal_of
 from app.telemetry import Telemetry
 from app.telemetry.refusals import RefusalRecord
 
 log = logging.getLogger("toksplice")
 
 
-def refusal(exc: BaseException, api: ClientApi) -> Refusal:
-    """How ``api`` answers ``exc``, the HTTP layer's exceptions included."""
+STATUS: dict[type[TokspliceError], int] = {
+    TokspliceError: 500,
+    InvalidTextError: 400,
+    TemplateError: 400,
+    RequestError: 400,
+    AuthenticationError: 401,
+    PermissionDeniedError: 403,
+    NotFoundError: 404,
+    RequestTimeoutError: 408,
+    PayloadTooLargeError: 413,
+    ClientDisconnectedError: 499,  # nginx's: the client went away, the answer reaches no one
+    UpstreamError: 502,
+    UpstreamNotReadyError: 503,
+    UpstreamTimeoutError: 504,
+}
+
+
+def status_of(exc: TokspliceError) -> int:
+    """The HTTP status ``exc`` is answered with; an upstream's refusal (4xx) is passed on
+    as it is, its failure (5xx) is a bad gateway."""
+    if isinstance(exc, UpstreamStatusError) and exc.upstream_status < 500:
+        return exc.upstream_status
+    return next(STATUS[c] for c in type(exc).__mro__ if c in STATUS)
+
+
+def refusal(exc: BaseException, api: ApiName) -> Refusal:
+    """How ``api`` answers ``exc``, the HTTP layer's exceptions and bugs included."""
+    if isinstance(exc, TokspliceError):
+        return refusal_of(exc, api, status_of(exc))
     if isinstance(exc, HTTPException):
         missing = exc.status_code == 404
         kind = "not_found_error" if missing else "invalid_request_error"
         return Refusal(exc.status_code, kind, "no_route" if missing else "http", str(exc.detail))
     if isinstance(exc, RequestValidationError):
         return Refusal(400, "invalid_request_error", "validation", str(exc))
-    return refusal_of(exc, api)
+    if _too_deep(exc):
+        message = "the request is nested too deeply"
+        return Refusal(400, "invalid_request_error", "too_deep", message)
+    return Refusal(500, "server_error", "internal", "internal error", unexpected=True)
 
 
-def record(request: Request, api: ClientApi, answer: Refusal, *, streaming: bool = False) -> None:
+def _too_deep(exc: BaseException) -> bool:
+    """JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
+    rendering and masking (Python's recursion limit) or orjson's serializer (254, a
+    ``TypeError``): the client's request, not our failure, and no traceback to log."""
+    return isinstance(exc, RecursionError) or (
+        isinstance(exc, TypeError) and str(exc) == "Recursion limit reached"
+    )
+
+
+def record(request: Request, api: ApiName, answer: Refusal, *, streaming: bool = False) -> None:
     """Log, count and show one error answer (no content of the request)."""
     telemetry: Telemetry | None = getattr(request.app.state, "telemetry", None)
     if telemetry is not None:
@@ -45,14 +101,14 @@ def record(request: Request, api: ClientApi, answer: Refusal, *, streaming: bool
         telemetry.refusals.record(seen)
 
 
-def stream_error(request: Request, exc: BaseException, api: ClientApi) -> Refusal:
+def stream_error(request: Request, exc: BaseException, api: ApiName) -> Refusal:
     """The refusal a stream's error event carries (the status was sent already), recorded."""
     answer = refusal(exc, api)
     record(request, api, answer, streaming=True)
     return answer
 
 
-def error_response(request: Request, exc: BaseException, api: ClientApi) -> Response:
+def error_response(request: Request, exc: BaseException, api: ApiName) -> Response:
     """The error answer for ``exc``, recorded."""
     answer = refusal(exc, api)
     if answer.unexpected:
@@ -61,8 +117,14 @@ def error_response(request: Request, exc: BaseException, api: ClientApi) -> Resp
     return json_response(answer.body(api), answer.status)
 
 
-def api_of(path: str) -> ClientApi:
-    """Which client API a path belongs to (for errors raised before a route ran)."""
+def api_of(request: Request) -> ApiName:
+    """Which client API answers ``request``'s errors: the one whose pipeline took it
+    (``app.api.pipeline``); for an error before that (an unknown path, a missing key), the
+    one whose paths it is under."""
+    taken: ApiName | None = getattr(request.state, "client_api", None)
+    if taken is not None:
+        return taken
+    path = request.url.path
     if path.startswith("/v1/messages"):
         return "messages"
     if path.startswith("/v1/responses"):
@@ -72,11 +134,11 @@ def api_of(path: str) -> ClientApi:
 
 def install(app: FastAPI) -> None:
     async def handle(request: Request, exc: Exception) -> Response:
-        return error_response(request, exc, api_of(request.url.path))
+        return error_response(request, exc, api_of(request))
 
     # Exception itself last: Starlette answers it in its outermost middleware and then
     # re-raises (a traceback in the log), which only a bug should cost.  RecursionError and
-    # TypeError come before it for requests nested too deeply (``error_bodies._too_deep``).
+    # TypeError come before it for requests nested too deeply (``_too_deep``).
     for kind in (TokspliceError, RecursionError, TypeError, HTTPException,
                  RequestValidationError, Exception):  # fmt: skip
         app.add_exception_handler(kind, handle)

@@ -2,36 +2,35 @@
 
 The body becomes the canonical chat request (``anthropic_request``; per session only the
 messages that are not the previous call's objects are translated: ``ChatTranslator``),
-walks the chat path (render, session tokenize, ids upstream) and the answer is translated back
-(``anthropic_reply``).  Errors are Anthropic error JSON (``errors.install`` answers so for
-every path under ``/v1/messages``); after the stream started, an ``error`` event.
+walks the chat path (``app.api.pipeline``: render, session tokenize, ids upstream) and the
+answer is translated back (``anthropic_reply``).  Errors are Anthropic error JSON
+(``app.api.errors`` answers so for every path under ``/v1/messages``); after the stream
+started, an ``error`` event.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
-from app.api.disconnect import unless_disconnected
-from app.api.errors import stream_error
-from app.api.responses import json_response, sse_response
-from app.errors import TokspliceError
+from app.api.pipeline import ClientApi, serve
+from app.api.responses import json_response
 from app.protocol.anthropic_reply import MessageStream, message_from_completion
 from app.protocol.anthropic_request import ChatTranslator, to_chat_body
-from app.protocol.openai_chat import parse_chat_request
-from app.service.callers import Caller, body_key, caller_of
+from app.protocol.error_bodies import ApiName, Refusal
+from app.protocol.incremental_json import ParsedBody
+from app.protocol.openai_chat import ChatRequest, parse_chat_request
+from app.service.callers import Caller, caller_of
 from app.service.chat import ChatService
 from app.telemetry.timings import Timings
 
 router = APIRouter()
-
-BODY_KEY_PREFIX = "anthropic:"
-"""Anthropic bodies are remembered apart from chat bodies of the same caller."""
 
 
 def translator(app: FastAPI) -> ChatTranslator:
@@ -40,49 +39,53 @@ def translator(app: FastAPI) -> ChatTranslator:
     return memo
 
 
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    stream: MessageStream
+
+    def start(self) -> Iterable[bytes]:
+        return (self.stream.start(),)
+
+    def feed(self, chunk: dict[str, Any]) -> Iterable[bytes]:
+        data = self.stream.feed(chunk)
+        return (data,) if data else ()
+
+    def fail(self, refusal: Refusal) -> Iterable[bytes]:
+        error = refusal.anthropic()["error"]
+        return (self.stream.error(error["type"], error["message"]),)
+
+    def finish(self) -> Iterable[bytes]:
+        return (self.stream.finish(),)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    chat: ChatRequest
+
+    def reply(self, completion: dict[str, Any], n_ids: int) -> Any:
+        return message_from_completion(completion, model=self.chat.model, n_ids=n_ids)
+
+    def stream(self, n_ids: int) -> _Stream:
+        return _Stream(MessageStream(model=self.chat.model, n_ids=n_ids))
+
+
+class MessagesApi(ClientApi):
+    name: ApiName = "messages"
+    memo_prefix = "anthropic:"
+    """Anthropic bodies are remembered apart from chat bodies of the same caller."""
+
+    def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
+        strip = app.state.settings.strip_billing_line
+        translated = translator(app).translate(parsed.body, key, strip_billing_line=strip)
+        return _Call(parse_chat_request(translated.body, validated=translated.validated))
+
+
+API = MessagesApi()
+
+
 @router.post("/v1/messages")
 async def messages(request: Request) -> Response:
-    timings = Timings(received=time.perf_counter(), api="messages")
-    service: ChatService = request.app.state.chat
-    settings = request.app.state.settings
-    key = BODY_KEY_PREFIX + body_key(request.headers)
-    parsed = await json_body(request, settings.max_body_bytes, timings, service.bodies, key)
-    translated = translator(request.app).translate(
-        parsed.body, key, strip_billing_line=settings.strip_billing_line
-    )
-    chat = parse_chat_request(translated.body, validated=translated.validated)
-    parsed.valid()
-    timings.parse_s = time.perf_counter() - timings.received - timings.read_s
-    caller = caller_of(request.headers, parsed.body)
-    continuation = parsed.reused_messages > 0
-    prepared = await service.prepare(chat, caller, timings, continuation=continuation)
-    n_ids = len(prepared.encoding.ids)
-    if not chat.stream:
-        reply = await unless_disconnected(request, service.complete(prepared))
-        message = message_from_completion(reply, model=chat.model, n_ids=n_ids)
-        return json_response(message, headers=prepared.headers())
-    chunks = service.chunks(prepared)
-    # upstream down or refusing: raises here, answered with a status
-    await unless_disconnected(request, anext(chunks))
-    events = _events(request, chunks, MessageStream(model=chat.model, n_ids=n_ids))
-    return sse_response(events, headers=prepared.headers())
-
-
-async def _events(
-    request: Request, chunks: AsyncIterator[dict[str, Any] | None], stream: MessageStream
-) -> AsyncIterator[bytes]:
-    yield stream.start()
-    try:
-        async for chunk in chunks:
-            if chunk is not None and (data := stream.feed(chunk)):
-                yield data
-    except TokspliceError as exc:
-        error = stream_error(request, exc, "messages").anthropic()["error"]
-        yield stream.error(error["type"], error["message"])
-        return
-    finally:
-        await chunks.aclose()  # type: ignore[attr-defined]
-    yield stream.finish()
+    return await serve(request, API)
 
 
 @router.post("/v1/messages/count_tokens")

@@ -22,7 +22,7 @@ from app.errors import (
     TokspliceError,
 )
 
-ClientApi = Literal["chat", "messages", "responses"]
+ApiName = Literal["chat", "messages", "responses"]
 
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
@@ -61,30 +61,17 @@ class Refusal:
         kind = _ANTHROPIC_TYPES.get(self.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": self.message}}
 
-    def body(self, api: ClientApi) -> dict[str, Any]:
+    def body(self, api: ApiName) -> dict[str, Any]:
         return self.anthropic() if api == "messages" else self.openai()
 
 
-def refusal_of(exc: BaseException, api: ClientApi) -> Refusal:
-    """How ``api`` answers ``exc`` (the HTTP layer's own exceptions aside: ``app.api``)."""
+def refusal_of(exc: TokspliceError, api: ApiName, status: int) -> Refusal:
+    """How ``api`` answers ``exc`` with ``status`` (the HTTP boundary's choice:
+    ``app.api.errors``, which words the exceptions that are not ours itself)."""
     if isinstance(exc, ContextOverflowError):
-        return _overflow(exc, api)
-    if isinstance(exc, TokspliceError):
-        param = exc.param if isinstance(exc, RequestError) else None
-        return Refusal(exc.status, exc.kind, exc.reason, str(exc), param, _code(exc))
-    if _too_deep(exc):
-        message = "the request is nested too deeply"
-        return Refusal(400, "invalid_request_error", "too_deep", message)
-    return Refusal(500, "server_error", "internal", "internal error", unexpected=True)
-
-
-def _too_deep(exc: BaseException) -> bool:
-    """JSON nested within the parser's limit (1,024 levels) but deeper than the walks of
-    rendering and masking (Python's recursion limit) or orjson's serializer (254, a
-    ``TypeError``): the client's request, not our failure, and no traceback to log."""
-    return isinstance(exc, RecursionError) or (
-        isinstance(exc, TypeError) and str(exc) == "Recursion limit reached"
-    )
+        return _overflow(exc, api, status)
+    param = exc.param if isinstance(exc, RequestError) else None
+    return Refusal(status, exc.kind, exc.reason, str(exc), param, _code(exc))
 
 
 def _code(exc: TokspliceError) -> str | None:
@@ -95,7 +82,7 @@ def _code(exc: TokspliceError) -> str | None:
     return None
 
 
-def _overflow(exc: ContextOverflowError, api: ClientApi) -> Refusal:
+def _overflow(exc: ContextOverflowError, api: ApiName, status: int) -> Refusal:
     n, asked, context = exc.prompt_tokens, exc.max_tokens, exc.context
     if api == "messages":
         if exc.prompt_fits and asked is not None:
@@ -105,7 +92,7 @@ def _overflow(exc: ContextOverflowError, api: ClientApi) -> Refusal:
             )
         else:
             message = f"prompt is too long: {n} tokens > {context - 1} maximum"
-        return Refusal(400, "invalid_request_error", exc.reason, message)
+        return Refusal(status, "invalid_request_error", exc.reason, message)
     if api == "responses":
         message = (
             f"Your input exceeds the context window of this model ({n} input tokens"
@@ -127,5 +114,5 @@ def _overflow(exc: ContextOverflowError, api: ClientApi) -> Refusal:
             )
         param = "messages"
     return Refusal(
-        400, "invalid_request_error", exc.reason, message, param, "context_length_exceeded"
+        status, "invalid_request_error", exc.reason, message, param, "context_length_exceeded"
     )

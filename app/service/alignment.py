@@ -82,7 +82,7 @@ async def learn(
 def _raise_if_silent(exc: UpstreamError) -> None:
     """Re-raise as ``UpstreamNotReadyError`` when ``exc`` means the upstream did not answer."""
     silent = isinstance(exc, UpstreamUnreachableError | UpstreamTimeoutError) or (
-        isinstance(exc, UpstreamStatusError) and exc.status >= 500
+        isinstance(exc, UpstreamStatusError) and exc.upstream_status >= 500
     )
     if silent:
         raise UpstreamNotReadyError(f"the upstream has not answered yet: {exc}") from exc

@@ -258,7 +258,8 @@ class ChatService:
     async def _complete(self, prepared: PreparedChat, trace: TraceHook) -> dict[str, Any]:
         path, body = self.dialect.request(prepared.call)
         prepared.timings.upstream_sent = time.perf_counter()
-        payload = await self.client.post_json(path, body, trace)
+        headers = _trace_headers(prepared.timings)
+        payload = await self.client.post_json(path, body, trace, headers)
         if self.dialect.chat_native:
             _finished(_chat_finish_reason(payload))
             return dict(payload, model=prepared.request.model)
@@ -281,7 +282,8 @@ class ChatService:
         path, body = self.dialect.request(prepared.call)
         with self.telemetry.observe(self._exchange(prepared)) as seen:
             prepared.timings.upstream_sent = time.perf_counter()
-            async with self.client.stream(path, body, seen.http_trace) as response:
+            headers = _trace_headers(prepared.timings)
+            async with self.client.stream(path, body, seen.http_trace, headers) as response:
                 seen.accepted()
                 yield None
                 async for chunk in self._chunks(prepared, response):
@@ -374,6 +376,11 @@ class ChatService:
         except TemplateError:
             return None
         return SystemTurnError(later[0], str(raised))
+
+
+def _trace_headers(timings: Timings) -> dict[str, str] | None:
+    """The W3C trace headers the upstream request carries (the request's trace, joined)."""
+    return None if timings.trace is None else timings.trace.upstream_headers()
 
 
 def _finished(reason: str | None) -> str:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.telemetry.trace_context import RequestTrace
 
 
 @dataclass(slots=True)
@@ -32,6 +36,9 @@ class Timings:
     """The client API: "chat", "messages" or "responses"."""
     session: str = ""
     """The session key (``tenant/conversation``); telemetry shows only a digest of it."""
+    trace: RequestTrace | None = None
+    """The W3C trace the request joined (set at the HTTP edge); the upstream request
+    carries it on."""
 
     @property
     def proxy_added(self) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -52,16 +52,23 @@ class UpstreamClient:
 
     @asynccontextmanager
     async def stream(
-        self, path: str, body: bytes, trace: TraceHook | None = None
+        self,
+        path: str,
+        body: bytes,
+        trace: TraceHook | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[httpx.Response]:
         """POST ``body``; yields the response once its status is known to be a success.
-        ``trace`` sees the connection's events (telemetry times the connect with it).
+        ``trace`` sees the connection's events (telemetry times the connect with it);
+        ``headers`` are the request's own (its W3C ``traceparent``).
 
         A pooled connection the upstream closed while idle (llama.cpp's server closes them
         after 5 s) fails the request before any response byte; that one request is sent again,
         once, on a fresh connection."""
         extensions = {"trace": trace} if trace is not None else None
-        request = self._http.build_request("POST", path, content=body, extensions=extensions)
+        request = self._http.build_request(
+            "POST", path, content=body, headers=headers, extensions=extensions
+        )
         try:
             try:
                 response = await self._http.send(request, stream=True)
@@ -80,8 +87,14 @@ class UpstreamClient:
                 f"upstream {self.base_url} unreachable: {exc or type(exc).__name__}"
             ) from exc
 
-    async def post_json(self, path: str, body: bytes, trace: TraceHook | None = None) -> Any:
-        async with self.stream(path, body, trace) as response:
+    async def post_json(
+        self,
+        path: str,
+        body: bytes,
+        trace: TraceHook | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        async with self.stream(path, body, trace, headers) as response:
             return _json(await response.aread())
 
     async def get(self, path: str) -> httpx.Response:
@@ -151,7 +164,7 @@ def _status_error(status: int, body: bytes) -> UpstreamError:
     except orjson.JSONDecodeError:
         pass
     if status >= 500:
-        return UpstreamStatusError(f"upstream error {status}: {message}", status=502)
+        return UpstreamStatusError(f"upstream error {status}: {message}", upstream_status=status)
     return UpstreamStatusError(
-        f"upstream rejected the request ({status}): {message}", status=status
+        f"upstream rejected the request ({status}): {message}", upstream_status=status
     )

@@ -126,6 +126,8 @@ class StubUpstream:
     requests: list[dict[str, Any]] = field(default_factory=list)
     callers: list[str] = field(default_factory=list)
     """The ``authorization`` header of each completion request (which proxy sent it)."""
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """All headers of each completion request."""
     tokenized: list[str] = field(default_factory=list)
     ports: list[int] = field(default_factory=list)
     """The client port of each completion request: one per upstream connection used."""
@@ -159,6 +161,7 @@ class StubUpstream:
         body = orjson.loads(await request.body())
         self.requests.append(body)
         self.callers.append(request.headers.get("authorization", ""))
+        self.headers.append(dict(request.headers))
         self.ports.append(request.client.port if request.client else 0)
         if self.mode == "error500":
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.api.errors import status_of
 from app.errors import BadRequestError, TemplateError
 from app.rendering import ChatTemplate, detect_content_format, prepare_messages
 from app.rendering.environment import make_environment
@@ -90,7 +91,7 @@ def test_raise_exception_message_is_kept() -> None:
     with pytest.raises(TemplateError) as info:
         template.render(USER)
     assert str(info.value) == "System message required"
-    assert info.value.status == 400
+    assert status_of(info.value) == 400
 
 
 def test_runtime_errors_name_the_line() -> None:
