@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -192,21 +193,22 @@ class RecentTexts:
     a pieced text is kept with its pieces' UTF-8 ends, to build the next one's UTF-8 from
     (``EncodedPieces``).  An entry is used only together with the very state it was encoded
     into.  A pieced text counts what its pieces hold, though the render memo mostly holds the
-    same objects: the bound stays true once the memo has let them go.
+    same objects: the bound stays true once the memo has let them go.  The state is held
+    weakly: a state the store has evicted (or refused) is not kept alive from here.
     """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._texts: OrderedDict[SessionKey, tuple[Recent, SessionState, int]] = (
-            OrderedDict()
-        )
+        self._texts: OrderedDict[
+            SessionKey, tuple[Recent, weakref.ref[SessionState], int]
+        ] = OrderedDict()
         self._bytes = 0
 
     def get(self, key: SessionKey, state: SessionState) -> Recent | None:
         with self._lock:
             entry = self._texts.get(key)
-            if entry is None or entry[1] is not state:
+            if entry is None or entry[1]() is not state:
                 return None
             self._texts.move_to_end(key)
             return entry[0]
@@ -219,7 +221,7 @@ class RecentTexts:
                 self._bytes -= old[2]
             if size > self.max_bytes:
                 return
-            self._texts[key] = (text, state, size)
+            self._texts[key] = (text, weakref.ref(state), size)
             self._bytes += size
             while self._bytes > self.max_bytes:
                 _, (_, _, dropped) = self._texts.popitem(last=False)
