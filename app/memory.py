@@ -7,20 +7,27 @@ it ends, glibc keeps most of that in its arenas' free lists (each worker thread 
 of its own, and only that arena's later allocations reuse its free memory), so without help
 RSS stays near the peak of the largest request ever served.  ``ReturnFreedMemory`` checks RSS
 after each HTTP request; when it stands more than ``growth_bytes`` above where the last check
-left it, ``malloc_trim(0)`` returns the free pages (~10-30 ms, in a worker thread, one at a
-time).  Steady traffic does not grow RSS, so it does not trim.  Where the C library is not
-glibc there is no ``malloc_trim`` and nothing is done.
+left it, a full garbage collection (a request's objects can sit in a reference cycle until
+the next one) and then ``malloc_trim(0)`` (~10-30 ms, in a worker thread, one at a time) hand
+the free pages back.  Steady traffic does not grow RSS, so it does not trim.  Where the C
+library is not glibc there is no ``malloc_trim`` and nothing is done.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 from collections.abc import Callable
 
 import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+FIXED_OVERHEAD_BYTES = 384 << 20
+"""F in the bound RSS <= ``--store-bytes`` + F that holds after any request (README, "Limits
+and hostile clients"): the idle process with a ~150K-token vocabulary loaded (~230-330 MiB),
+``GROWTH_BYTES`` and glibc's fragmentation; measured by ``loadtest/rss_budget.py``."""
 
 GROWTH_BYTES = 64 << 20
 """RSS growth since the last trim that triggers the next one."""
@@ -85,6 +92,7 @@ class ReturnFreedMemory:
     async def _trimmed(self) -> None:
         trim = self._trim
         assert trim is not None
+        gc.collect()  # a request's objects may sit in reference cycles (the upstream call's)
         await anyio.to_thread.run_sync(trim)
         self.trims += 1
         self._mark = resident_bytes() or 0
