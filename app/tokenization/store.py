@@ -200,9 +200,9 @@ class RecentTexts:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._texts: OrderedDict[
-            SessionKey, tuple[Recent, weakref.ref[SessionState], int]
-        ] = OrderedDict()
+        self._texts: OrderedDict[SessionKey, tuple[Recent, weakref.ref[SessionState], int]] = (
+            OrderedDict()
+        )
         self._bytes = 0
 
     def get(self, key: SessionKey, state: SessionState) -> Recent | None:
