@@ -99,10 +99,11 @@ def session_store(settings: Settings) -> MemoryStore | RedisStore:
 async def _build_service(
     settings: Settings, client: UpstreamClient, store: SessionStore, telemetry: Telemetry
 ) -> ChatService:
-    # Session state, in 16ths of the budget: 5 for text+ids+offsets, 3 for the render memo,
-    # 2 each for the cached id JSON, the last chat/Anthropic bodies and typed special-token
-    # sessions; the Responses bodies (1) and the two request translators (1/2 each) are
-    # built in ``create_app``.
+    # Session state, in 16ths of the budget: 5 for text+ids+offsets, 2 for the render memo,
+    # 1 for the session tokenizer's recent texts (mostly the render memo's own pieces), 2 each
+    # for the cached id JSON, the last chat/Anthropic bodies and typed special-token sessions;
+    # the Responses bodies (1) and the two request translators (1/2 each) are built in
+    # ``create_app``.
     budget = settings.store_bytes
     tokenizer = SessionTokenizer.from_file(
         settings.tokenizer_file,
@@ -110,6 +111,7 @@ async def _build_service(
         gpu_cold_start=settings.gpu_cold_start,
         parallel_chunk=settings.parallel_chunk,
         cpu_encoder=settings.cpu_encoder,
+        recent_text_bytes=budget // 16,
     )
     template = load_template(settings.template_source)
     dialect = dialect_named(settings.dialect)
@@ -142,7 +144,7 @@ async def _build_service(
         dialect=dialect,
         client=client,
         ids_cache=IdsJsonCache(budget // 8),
-        render_cache=RenderCache(max_chars=budget * 3 // 16),
+        render_cache=RenderCache(max_chars=budget // 8),
         typed_specials=TypedSpecials(
             tokenizer.reference.tokenizer,
             cache_bytes=budget // 8,
