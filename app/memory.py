@@ -57,9 +57,10 @@ def malloc_trim() -> Callable[[], int] | None:
 
 
 class ReturnFreedMemory:
-    """ASGI middleware: after an HTTP request that left RSS ``growth_bytes`` above the last
-    mark, ``malloc_trim(0)`` in a worker thread; a request that starts while a trim runs
-    waits for it, so whatever it reads of RSS (``/metrics``) is after the trim."""
+    """ASGI middleware: after an HTTP request that left RSS more than ``growth_bytes`` above
+    the last trim, a full collection and ``malloc_trim(0)`` (in a worker thread); a request
+    that starts while a trim runs waits for it, so what it reads of RSS (``/metrics``) is
+    after the trim."""
 
     def __init__(self, app: ASGIApp, growth_bytes: int = GROWTH_BYTES) -> None:
         self.app = app
@@ -70,7 +71,8 @@ class ReturnFreedMemory:
         self._lock = anyio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._trim is None or scope["type"] != "http":
+        trim = self._trim
+        if trim is None or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         if self._lock.locked():
@@ -79,20 +81,11 @@ class ReturnFreedMemory:
         try:
             await self.app(scope, receive, send)
         finally:
-            await self._after_request()
-
-    async def _after_request(self) -> None:
-        rss = resident_bytes() or 0
-        if rss - self._mark <= self.growth_bytes or self._lock.locked():
-            return
-        with anyio.CancelScope(shield=True):  # a cancelled request still trims
-            async with self._lock:
-                await self._trimmed()
-
-    async def _trimmed(self) -> None:
-        trim = self._trim
-        assert trim is not None
-        gc.collect()  # a request's objects may sit in reference cycles (the upstream call's)
-        await anyio.to_thread.run_sync(trim)
-        self.trims += 1
-        self._mark = resident_bytes() or 0
+            grown = (resident_bytes() or 0) - self._mark > self.growth_bytes
+            if grown and not self._lock.locked():
+                with anyio.CancelScope(shield=True):  # a cancelled request still trims
+                    async with self._lock:
+                        gc.collect()  # a request's objects can sit in a reference cycle
+                        await anyio.to_thread.run_sync(trim)
+                        self.trims += 1
+                        self._mark = resident_bytes() or 0
