@@ -62,7 +62,7 @@ def checkout(rev: str) -> Iterator[Path]:
 
 
 def wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], what: str) -> None:
-    """Poll ``url`` until it answers 200; fail when one of ``procs`` exits or after 300 s (a loaded machine)."""
+    """Poll ``url`` until it answers 200; fail when one of ``procs`` exits or after 300 s."""
     deadline = time.monotonic() + 300
     while True:
         try:

@@ -13,7 +13,6 @@ from starlette.routing import Route
 
 from app.memory import ReturnFreedMemory, malloc_trim, resident_bytes
 
-
 KEPT: list[bytes] = []
 
 
