@@ -16,6 +16,7 @@ from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
+from app.memory import ReturnFreedMemory
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
@@ -72,6 +73,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app.state.api_keys = (
         ApiKeys.from_file(settings.api_keys_file) if settings.api_keys_file else None
     )
+    app.add_middleware(ReturnFreedMemory)
     errors.install(app)
     keyed = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=keyed)

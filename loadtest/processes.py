@@ -62,8 +62,8 @@ def checkout(rev: str) -> Iterator[Path]:
 
 
 def wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], what: str) -> None:
-    """Poll ``url`` until it answers 200; fail when one of ``procs`` exits or after 120 s."""
-    deadline = time.monotonic() + 120
+    """Poll ``url`` until it answers 200; fail when one of ``procs`` exits or after 300 s."""
+    deadline = time.monotonic() + 300
     while True:
         try:
             if httpx.get(url, timeout=2).status_code == 200:

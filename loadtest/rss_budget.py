@@ -5,8 +5,9 @@ budget, after the large requests a hostile or unlucky client sends.
 
 Starts the stand-in upstream and ``toksplice serve``, then sends, in order: one request of
 ~50 MB of text, one ``'a' * 10_000_000`` request, and ``--sessions`` sessions of 100K
-characters each; after each phase it prints the RSS and the store's bytes from ``/metrics``,
-and the budget they stand against.
+characters each; after each phase it prints the RSS and the store's bytes from ``/metrics``
+against the bound ``--store-bytes`` + F (``--overhead``, default ``app.memory``'s
+``FIXED_OVERHEAD_BYTES``), and exits 1 when RSS exceeded it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.memory import FIXED_OVERHEAD_BYTES
 from loadtest.processes import free_port, process, serve_args, standin_args
 
 _WORDS = ("token", "splice", "agent", "tool", "result", "file", "line", "error", "def", "\n")
@@ -37,21 +40,15 @@ def _text(chars: int, seed: int) -> str:
     return "".join(out)[:chars]
 
 
-def _figures(http: httpx.Client) -> dict[str, float]:
+def _figures(http: httpx.Client) -> tuple[float, float]:
+    """(RSS, the session store's bytes) from ``/metrics``."""
     wanted = ("toksplice_process_resident_bytes", "toksplice_session_store_bytes")
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(http.get("/metrics").text):
         for sample in family.samples:
             if sample.name in wanted:
                 found[sample.name] = sample.value
-    return found
-
-
-def _report(phase: str, http: httpx.Client, budget: int) -> None:
-    f = _figures(http)
-    rss, store = f["toksplice_process_resident_bytes"], f["toksplice_session_store_bytes"]
-    print(f"{phase:<34} RSS {rss / 2**20:8.0f} MiB   store {store / 2**20:7.0f} MiB   "
-          f"budget {budget / 2**20:.0f} MiB", flush=True)  # fmt: skip
+    return found[wanted[0]], found[wanted[1]]
 
 
 def _chat(http: httpx.Client, content: str, session: str) -> None:
@@ -60,27 +57,52 @@ def _chat(http: httpx.Client, content: str, session: str) -> None:
     assert reply.status_code == 200, reply.text[:300]
 
 
+def measure(
+    tokenizer: Path,
+    store_bytes: int,
+    *,
+    big_chars: int = 50_000_000,
+    word_chars: int = 10_000_000,
+    sessions: int = 1000,
+    session_chars: int = 100_000,
+) -> Iterator[tuple[str, float, float]]:
+    """(phase, RSS, store bytes) at the start and after each phase, through a proxy of
+    ``store_bytes``: one request of ``big_chars`` of text, one of ``'a' * word_chars``,
+    ``sessions`` sessions of ``session_chars`` each."""
+    up, port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up}"
+    proxy = serve_args(upstream, tokenizer, "m", port, "--no-alignment-check",
+                       "--store-bytes", str(store_bytes), "--shadow-rate", "0")  # fmt: skip
+    with process(standin_args(tokenizer, up), upstream + "/health"), \
+            process(proxy, f"http://127.0.0.1:{port}/health"), \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as http:  # fmt: skip
+        yield "started", *_figures(http)
+        _chat(http, _text(big_chars, 1), "big")
+        yield f"after a {big_chars / 1e6:g} MB request", *_figures(http)
+        _chat(http, "a" * word_chars, "word")
+        yield f"after 'a' * {word_chars:_}", *_figures(http)
+        for k in range(sessions):
+            _chat(http, _text(session_chars, 100 + k), f"s{k}")
+        yield f"after {sessions} sessions of {session_chars / 1e3:g}K chars", *_figures(http)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, required=True, help="a tokenizer folder")
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--store-bytes", type=int, default=1 << 30)
+    parser.add_argument(
+        "--overhead", type=int, default=FIXED_OVERHEAD_BYTES, help="F: RSS allowed past the budget"
+    )
     args = parser.parse_args()
-    up, port = free_port(), free_port()
-    upstream = f"http://127.0.0.1:{up}"
-    proxy = serve_args(upstream, args.tokenizer, "m", port, "--no-alignment-check",
-                       "--store-bytes", str(args.store_bytes), "--shadow-rate", "0")  # fmt: skip
-    with process(standin_args(args.tokenizer, up), upstream + "/health"), \
-            process(proxy, f"http://127.0.0.1:{port}/health"), \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as http:  # fmt: skip
-        _report("started", http, args.store_bytes)
-        _chat(http, _text(50_000_000, 1), "big")
-        _report("after a 50 MB request", http, args.store_bytes)
-        _chat(http, "a" * 10_000_000, "word")
-        _report("after 'a' * 10_000_000", http, args.store_bytes)
-        for k in range(args.sessions):
-            _chat(http, _text(100_000, 100 + k), f"s{k}")
-        _report(f"after {args.sessions} sessions of 100K chars", http, args.store_bytes)
+    bound = args.store_bytes + args.overhead
+    over = False
+    for phase, rss, store in measure(args.tokenizer, args.store_bytes, sessions=args.sessions):
+        over |= rss > bound
+        print(f"{phase:<34} RSS {rss / 2**20:6.0f} MiB   store {store / 2**20:5.0f} MiB   "
+              f"budget + F {bound / 2**20:.0f} MiB{'   EXCEEDED' if rss > bound else ''}",
+              flush=True)  # fmt: skip
+    sys.exit(1 if over else 0)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ offer ``--rate`` calls/s (``0``: as fast as answers come, which saturates the pr
 measures its capacity, with queueing in the latency).
 
 Printed, from one run: calls/s (all, and continuation calls: any route but full), proxy-added
-p50/p99 (``Server-Timing: proxy``), the proxy's RSS over time, errors, divergences, and the
+p50/p99 (``Server-Timing: proxy``), the proxy's RSS over time (``/metrics``, every
+``--sample-s``, printed as a table of minutes), errors, divergences, and the
 shadow verifier's counters from ``/metrics`` when the proxy serves them (the proxy runs with
 ``TOKSPLICE_SHADOW_RATE=--shadow-rate``).
 """
@@ -63,6 +64,7 @@ from loadtest.processes import (  # noqa: E402
 from loadtest.standin_upstream import expected_answer  # noqa: E402
 
 MODEL = "soak"
+_RSS = re.compile(r"^toksplice_process_resident_bytes\s+([0-9.eE+-]+)$", re.M)
 _SHADOW = re.compile(r"^(toksplice_shadow_\w+_total)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
 
 
@@ -119,9 +121,11 @@ async def drive(
     rate: float,
     results: Results,
     pid: int,
+    sample_s: float,
 ) -> float:
     """Warm every session (untimed), then run them for ``seconds``, all together at ``rate``
-    calls/s (0: each as fast as it gets answers); returns the elapsed time."""
+    calls/s (0: each as fast as it gets answers), the proxy's RSS read every ``sample_s``;
+    returns the elapsed time."""
     limits = httpx.Limits(max_connections=len(sessions) + 4)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
         await asyncio.gather(*(call(client, bodies[0], s) for s, bodies in sessions.items()))
@@ -150,13 +154,13 @@ async def drive(
 
         async def sample_rss() -> None:
             while time.perf_counter() < deadline:
-                results.rss_mb.append((time.perf_counter() - started, rss_mb(pid)))
-                await asyncio.sleep(max(1.0, seconds / 30))
+                results.rss_mb.append((time.perf_counter() - started, await rss_mb(client)))
+                await asyncio.sleep(min(sample_s, max(0.0, deadline - time.perf_counter())))
 
         await asyncio.gather(sample_rss(), *(run(s, b) for s, b in sessions.items()))
         elapsed = time.perf_counter() - started
         results.cpu_s = cpu_s(pid) - cpu_before
-        results.rss_mb.append((elapsed, rss_mb(pid)))
+        results.rss_mb.append((elapsed, await rss_mb(client)))
         return elapsed
 
 
@@ -166,11 +170,10 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+async def rss_mb(client: httpx.AsyncClient) -> float:
+    """The proxy's own RSS in MiB, as its ``/metrics`` reports it."""
+    found = _RSS.search((await client.get("/metrics")).text)
+    return float(found.group(1)) / 2**20 if found else float("nan")
 
 
 def divergences(folder: Path, sessions: dict[int, list[bytes]], results: Results) -> int:
@@ -246,7 +249,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
         elapsed = asyncio.run(
-            drive(proxy, sessions, args.minutes * 60, args.rate, results, proc.pid)
+            drive(proxy, sessions, args.minutes * 60, args.rate, results, proc.pid, args.sample_s)
         )
         shadow = shadow_counters(proxy)
     checked = divergences(folder, sessions, results) if args.upstream == "standin" else None
@@ -299,7 +302,7 @@ HEADER = (
     "| upstream | store | sessions | offered calls/s | chars | s | calls | calls/s "
     "| continuation calls/s "
     "| proxy CPU ms/call (calls per CPU-s) | proxy-added p50 / p99 ms "
-    "| RSS MB start / max / end | errors | divergences | shadow verifier | routes |\n"
+    "| RSS MiB start / max / end | errors | divergences | shadow verifier | routes |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -320,10 +323,15 @@ def main() -> None:
     parser.add_argument("--client-core", type=int, default=1)
     parser.add_argument("--shadow-rate", type=float, default=1.0)
     parser.add_argument("--store", default="memory", help="memory or a Redis URL")
+    parser.add_argument(
+        "--sample-s", type=float, default=60.0, help="seconds between RSS samples (/metrics)"
+    )
     args = parser.parse_args()
     row = run(args)
     print(json.dumps({k: v for k, v in row.items() if k != "rss_mb_series"}, indent=1))
-    print("RSS MB over time (s, MB):", row["rss_mb_series"])
+    print("| minute | RSS MiB |\n|---|---|")
+    for t, mb in row["rss_mb_series"]:
+        print(f"| {t / 60:.1f} | {mb} |")
     print(HEADER)
     print(markdown_row(row))
     out = ROOT / "loadtest" / "results" / f"soak-{args.upstream}.json"

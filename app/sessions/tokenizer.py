@@ -16,6 +16,7 @@ import contextlib
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,9 @@ _MAX_TEXT_BYTES = (1 << 31) - 1
 
 Recent = str | EncodedPieces
 """What is kept of the text a session was last encoded from."""
-RecentText = tuple[Recent, SessionState]
-"""A session's last text, with the very state it was encoded into (``SessionTokenizer``)."""
+RecentText = tuple[Recent, weakref.ref[SessionState]]
+"""A session's last text, with the very state it was encoded into (``SessionTokenizer``), held
+weakly: a state the store has evicted or refused is not kept alive from here."""
 
 
 class SessionTokenizer:
@@ -137,7 +139,7 @@ class SessionTokenizer:
             self.store.put(key, core)
         if session is not None:
             size = sys.getsizeof(recent) if isinstance(recent, str) else recent.nbytes
-            self._recent.put(session, (recent, core), size)
+            self._recent.put(session, (recent, weakref.ref(core)), size)
         ids = self.encoder.framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in WHOLE else None
         copied = outcome.copied if ids is core.ids else None
@@ -170,7 +172,7 @@ class SessionTokenizer:
         if session is None or base is None:
             return None
         remembered = self._recent.get(session)
-        if remembered is None or remembered[1] is not base:
+        if remembered is None or remembered[1]() is not base:
             return None
         previous = remembered[0]
         with _positions_in(text):

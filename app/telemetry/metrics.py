@@ -6,13 +6,13 @@ figures are read from the store when ``/metrics`` is scraped.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from app.memory import resident_bytes
 from app.telemetry.observer import RequestRecord
 
 _FAST = (5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -115,20 +115,10 @@ class _StoreCollector(Collector):
             "toksplice_session_store_evictions", "Sessions evicted to stay in budget",
             stats.get("evictions", 0),
         )
-        resident = _resident_bytes()
+        resident = resident_bytes()
         if resident is not None:
             yield GaugeMetricFamily(
                 "toksplice_process_resident_bytes",
                 "The proxy process's resident memory (RSS), beside the session store's budget",
                 resident,
             )
-
-
-def _resident_bytes() -> int | None:
-    """This process's RSS from /proc (Linux); None elsewhere."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE")

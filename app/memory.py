@@ -1,0 +1,91 @@
+"""The process's resident memory, and handing freed memory back to the OS after a request
+that grew it.
+
+A large request (a 50 MB body, ``'a' * 10_000_000``) allocates hundreds of MB for a moment:
+the parsed body, the rendered prompt, the encoder's temporaries, the upstream request.  When
+it ends, glibc keeps most of that in its arenas' free lists (each worker thread has an arena
+of its own, and only that arena's later allocations reuse its free memory), so without help
+RSS stays near the peak of the largest request ever served.  ``ReturnFreedMemory`` checks RSS
+after each HTTP request; when it stands more than ``growth_bytes`` above where the last check
+left it, a full garbage collection (a request's objects can sit in a reference cycle until
+the next one) and then ``malloc_trim(0)`` (~10-30 ms, in a worker thread, one at a time) hand
+the free pages back.  Steady traffic does not grow RSS, so it does not trim.  Where the C
+library is not glibc there is no ``malloc_trim`` and nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+from collections.abc import Callable
+
+import anyio
+import anyio.to_thread
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+FIXED_OVERHEAD_BYTES = 384 << 20
+"""F in the bound RSS <= ``--store-bytes`` + F that holds after any request (README, "Limits
+and hostile clients"): the idle process with a ~150K-token vocabulary loaded (~230-330 MiB),
+``GROWTH_BYTES`` and glibc's fragmentation; measured by ``loadtest/rss_budget.py``."""
+
+GROWTH_BYTES = 64 << 20
+"""RSS growth since the last trim that triggers the next one."""
+
+
+def resident_bytes() -> int | None:
+    """This process's RSS from /proc (Linux); None elsewhere."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def malloc_trim() -> Callable[[], int] | None:
+    """glibc's ``malloc_trim(0)`` (returns 1 when it released memory); None without glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 (glibc's own symbol: musl has no malloc_trim)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: int(trim(0))
+
+
+class ReturnFreedMemory:
+    """ASGI middleware: after an HTTP request that left RSS more than ``growth_bytes`` above
+    the last trim, a full collection and ``malloc_trim(0)`` (in a worker thread); a request
+    that starts while a trim runs waits for it, so what it reads of RSS (``/metrics``) is
+    after the trim."""
+
+    def __init__(self, app: ASGIApp, growth_bytes: int = GROWTH_BYTES) -> None:
+        self.app = app
+        self.growth_bytes = growth_bytes
+        self.trims = 0
+        self._trim = malloc_trim() if resident_bytes() is not None else None
+        self._mark = 0  # RSS after the last trim (0: none yet, the first request trims)
+        self._lock = anyio.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trim = self._trim
+        if trim is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._lock.locked():
+            async with self._lock:
+                pass
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            grown = (resident_bytes() or 0) - self._mark > self.growth_bytes
+            if grown and not self._lock.locked():
+                with anyio.CancelScope(shield=True):  # a cancelled request still trims
+                    async with self._lock:
+                        gc.collect()  # a request's objects can sit in a reference cycle
+                        await anyio.to_thread.run_sync(trim)
+                        self.trims += 1
+                        self._mark = resident_bytes() or 0

@@ -1,0 +1,62 @@
+"""``app.memory``: RSS from /proc, glibc's ``malloc_trim``, and the middleware that trims after
+a request that grew the process (the bound itself: ``tests/loadtest/test_rss_budget.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from app.memory import ReturnFreedMemory, malloc_trim, resident_bytes
+
+KEPT: list[bytes] = []
+
+
+async def _grow(request: Request) -> PlainTextResponse:
+    """Allocates ``mib`` MiB in 64 KiB blocks (the heap's, not mapped) and frees all but every
+    64th: the freed memory lies in holes between kept blocks, which glibc does not give back
+    by itself."""
+    blocks = [bytes(64 << 10) for _ in range(16 * int(request.query_params.get("mib", "0")))]
+    KEPT.extend(blocks[::64])
+    del blocks
+    return PlainTextResponse("ok")
+
+
+async def _calls(app: ReturnFreedMemory, mibs: list[int]) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        for mib in mibs:
+            assert (await client.get(f"/?mib={mib}")).text == "ok"
+
+
+def test_glibc_trim_and_rss_are_there() -> None:
+    trim = malloc_trim()
+    assert trim is not None  # the machines this runs on are glibc Linux
+    assert trim() in (0, 1)
+    rss = resident_bytes()
+    assert rss is not None and rss > 10 << 20
+
+
+def test_a_trim_follows_only_requests_that_grew_the_process() -> None:
+    inner = Starlette(routes=[Route("/", _grow)])
+    trimming = ReturnFreedMemory(inner, growth_bytes=-1)  # every request "grew" it
+    asyncio.run(_calls(trimming, [0, 0, 0]))
+    assert trimming.trims == 3
+    steady = ReturnFreedMemory(inner, growth_bytes=1 << 40)  # none did
+    asyncio.run(_calls(steady, [64, 0]))
+    assert steady.trims == 0
+
+
+def test_freed_heap_goes_back_after_a_large_request() -> None:
+    """256 MiB allocated and 252 MiB of it freed, in holes, inside one request: the trim after
+    it returns those pages (with ``growth_bytes`` past 256 MiB this fails)."""
+    app = ReturnFreedMemory(Starlette(routes=[Route("/", _grow)]))
+    before = resident_bytes()
+    assert before is not None
+    asyncio.run(_calls(app, [0, 256]))
+    after = resident_bytes()
+    assert after is not None and after - before < 64 << 20, (before >> 20, after >> 20)
