@@ -40,7 +40,7 @@ _FEW_EDITS = 64  # changed messages up to which the check list is patched rather
 
 @dataclass
 class SessionMemo:
-    """One session's memo; ``size`` estimates the characters it holds."""
+    """One session's memo; ``size`` estimates the bytes it holds."""
 
     fmt: str = ""
     requests: list[Any] = field(default_factory=list)
@@ -159,9 +159,9 @@ class SessionMemo:
 
     def resize(self) -> None:
         """Estimate: each run's text, and as much again for the messages (the messages'
-        text when no loop is memoized)."""
-        text = sum(r.chars for r in self.runs.values())
-        self.size = 2 * text if text else sum(map(_chars, self.requests))
+        text when no loop is memoized), in the bytes their strings hold."""
+        text = sum(r.nbytes for r in self.runs.values())
+        self.size = 2 * text if text else sum(map(_text_bytes, self.requests))
 
 
 def _checks_after(
@@ -186,8 +186,10 @@ def _checks_after(
     return kept
 
 
-def _chars(message: Any) -> int:
-    return sum(len(v) for v in message.values() if type(v) is str) if type(message) is dict else 0
+def _text_bytes(message: Any) -> int:
+    if type(message) is not dict:
+        return 0
+    return sum(sys.getsizeof(v) for v in message.values() if type(v) is str)
 
 
 def _exactness(message: Any) -> tuple[tuple[str, ...], bytes] | None:
@@ -217,7 +219,7 @@ RenderMemos = dict[str, SessionMemo]
 
 class RenderCache:
     """The render memos of every session, kept in ``memos`` (``app.memos``: whatever keeps
-    them bounds them; a memo's size counts the characters it holds)."""
+    them bounds them; a memo's size counts the bytes its text holds)."""
 
     def __init__(self, memos: Memos[RenderMemos]) -> None:
         self._memos = memos

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import pickle
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -83,7 +84,7 @@ class LoopRun:
     entry: Any  # fingerprint of the outer values (thresholds apart) at loop entry
     thresholds: tuple[int, ...]
     pieces: list[str]  # pieces[t]: iteration t's output
-    chars: int  # their total length
+    nbytes: int  # what their strings hold in memory (``sys.getsizeof``: UCS-4 text is 4x ASCII)
     states: list[_State]  # states[t]: the written namespace attributes after iteration t
     start: _State  # ... before iteration 0
     replayed: int  # iterations copied rather than rendered (for tests and benchmarks)
@@ -143,17 +144,18 @@ def run_loop(
     else:
         for u in range(t, len(items)):
             _step(plan, items, u, values, pieces, states, written)
-    chars = _total_length(pieces, previous)
-    return pieces, LoopRun(items, lists, entry, limits, pieces, chars, states, start, replayed)
+    nbytes = _total_bytes(pieces, previous)
+    return pieces, LoopRun(items, lists, entry, limits, pieces, nbytes, states, start, replayed)
 
 
-def _total_length(pieces: list[str], previous: LoopRun | None) -> int:
-    """``sum(map(len, pieces))``, reading only the pieces past those the previous run holds
-    at the same positions (the replayed ones: the same objects, compared without a read)."""
+def _total_bytes(pieces: list[str], previous: LoopRun | None) -> int:
+    """``sum(map(sys.getsizeof, pieces))``, reading only the pieces past those the previous run
+    holds at the same positions (the replayed ones: the same objects, compared without a read)."""
     if previous is None:
-        return sum(map(len, pieces))
+        return sum(map(sys.getsizeof, pieces))
     k = equal_prefix(pieces, previous.pieces)
-    return previous.chars - sum(map(len, previous.pieces[k:])) + sum(map(len, pieces[k:]))
+    old = sum(map(sys.getsizeof, previous.pieces[k:]))
+    return previous.nbytes - old + sum(map(sys.getsizeof, pieces[k:]))
 
 
 def _step(

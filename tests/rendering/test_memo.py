@@ -7,6 +7,7 @@ path (counters, not timings)."""
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from typing import Any
 from unittest import mock
@@ -182,7 +183,7 @@ def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
             assert memo == fresh
             kept = [m for s in ("s", "t") for m in (memos.get(s) or {}).values()]
             for run in (run for m in kept for run in m.runs.values()):
-                assert run.chars == sum(map(len, run.pieces))  # the memo's size, kept by diff
+                assert run.nbytes == sum(map(sys.getsizeof, run.pieces))  # the size, kept by diff
 
 
 def outcome(template: ChatTemplate, messages: list[dict[str, Any]], **options: Any) -> str:
