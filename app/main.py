@@ -16,7 +16,7 @@ from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
-from app.memory import ReturnFreedMemory
+from app.process_memory import ReturnFreedMemory
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator

@@ -6,7 +6,7 @@ budget, after the large requests a hostile or unlucky client sends.
 Starts the stand-in upstream and ``toksplice serve``, then sends, in order: one request of
 ~50 MB of text, one ``'a' * 10_000_000`` request, and ``--sessions`` sessions of 100K
 characters each; after each phase it prints the RSS and the store's bytes from ``/metrics``
-against the bound ``--store-bytes`` + F (``--overhead``, default ``app.memory``'s
+against the bound ``--store-bytes`` + F (``--overhead``, default ``app.process_memory``'s
 ``FIXED_OVERHEAD_BYTES``), and exits 1 when RSS exceeded it.
 """
 
@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.memory import FIXED_OVERHEAD_BYTES
+from app.process_memory import FIXED_OVERHEAD_BYTES
 from loadtest.processes import free_port, process, serve_args, standin_args
 
 _WORDS = ("token", "splice", "agent", "tool", "result", "file", "line", "error", "def", "\n")

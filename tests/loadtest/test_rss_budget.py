@@ -14,7 +14,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from app.memory import FIXED_OVERHEAD_BYTES  # noqa: E402
+from app.process_memory import FIXED_OVERHEAD_BYTES  # noqa: E402
 from loadtest.rss_budget import measure  # noqa: E402
 
 BUDGET = 64 << 20

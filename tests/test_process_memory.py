@@ -1,5 +1,5 @@
-"""``app.memory``: RSS from /proc, glibc's ``malloc_trim``, and the middleware that trims after
-a request that grew the process (the bound itself: ``tests/loadtest/test_rss_budget.py``)."""
+"""``app.process_memory``: RSS from /proc, glibc's ``malloc_trim``, and the middleware that
+trims after a request that grew the process (the bound itself: ``tests/loadtest/test_rss_budget.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from app.memory import ReturnFreedMemory, malloc_trim, resident_bytes
+from app.process_memory import ReturnFreedMemory, malloc_trim, resident_bytes
 
 KEPT: list[bytes] = []
 
