@@ -1,5 +1,6 @@
 """``app.process_memory``: RSS from /proc, glibc's ``malloc_trim``, and the middleware that
-trims after a request that grew the process (the bound itself: ``tests/loadtest/test_rss_budget.py``)."""
+trims after a request that grew the process (the bound itself:
+``tests/loadtest/test_rss_budget.py``)."""
 
 from __future__ import annotations
 
