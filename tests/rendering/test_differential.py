@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.rendering import ChatTemplate
+from app.tools import assets
 from tests.rendering.strategies import TOOLS, conversation, render_options
 
-QWEN3 = Path(__file__).resolve().parents[2] / ".assets" / "qwen3"
+QWEN3 = assets.default_dir() / "qwen3"
 SMOLLM2_CHATML = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
     "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging "

@@ -23,6 +23,7 @@ from app.rendering.loops import Threshold
 from app.rendering.memo import RenderMemos, SessionMemo
 from app.rendering.scan import scan
 from app.sessions.registry import SessionRegistry, Slot
+from app.tools import assets
 from tests.rendering.strategies import TOOLS, assistant, conversation, tool, user
 from tests.rendering.test_differential import QWEN3, SMOLLM2_CHATML, hf_tokenizer
 
@@ -385,8 +386,8 @@ def test_frozen_inputs_reuse_by_identity_and_stay_exact() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from loadtest.agent_sessions import chat_requests
 
-    root = Path(__file__).resolve().parents[2]
-    template = ChatTemplate.from_tokenizer_config(root / ".assets/qwen3/tokenizer_config.json")
+    config = assets.default_dir() / "qwen3/tokenizer_config.json"
+    template = ChatTemplate.from_tokenizer_config(config)
     cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     for body in chat_requests(5, target_chars=60_000, billing_line=True, model="q"):
         fresh = template.render(body["messages"], tools=body["tools"])

@@ -15,6 +15,7 @@ from typing import Any
 from app.rendering import ChatTemplate, RenderCache
 from app.rendering.memo import _MMAP_CEILING
 from app.sessions.registry import SessionRegistry
+from app.tools import assets
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -24,7 +25,7 @@ from loadtest.agent_sessions import chat_requests  # noqa: E402
 
 @functools.cache
 def qwen3() -> ChatTemplate:
-    return ChatTemplate.from_tokenizer_config(ROOT / ".assets/qwen3/tokenizer_config.json")
+    return ChatTemplate.from_tokenizer_config(assets.default_dir() / "qwen3/tokenizer_config.json")
 
 
 def check(cache: RenderCache, messages: list[Any], tools: Any) -> str:

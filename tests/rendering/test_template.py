@@ -12,10 +12,10 @@ from app.api.errors import status_of
 from app.errors import BadRequestError, TemplateError
 from app.rendering import ChatTemplate, detect_content_format, prepare_messages
 from app.rendering.environment import make_environment
+from app.tools import assets
 
-ROOT = Path(__file__).resolve().parents[2]
-QWEN3_CONFIG = ROOT / ".assets" / "qwen3" / "tokenizer_config.json"
-SMOLLM2_GGUF = ROOT / ".assets" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+QWEN3_CONFIG = assets.default_dir() / "qwen3" / "tokenizer_config.json"
+SMOLLM2_GGUF = assets.default_dir() / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 USER = [{"role": "user", "content": "hi"}]
 
 
