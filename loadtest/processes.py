@@ -4,7 +4,6 @@ URL answers 200) for the duration of a ``with`` block; and the proxy's ``Server-
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -44,15 +43,16 @@ def process(
 
 @contextmanager
 def checkout(rev: str) -> Iterator[Path]:
-    """A temporary worktree of this repository at ``rev`` (its built extensions copied in,
-    the tokenizer assets linked), removed on exit: to run an earlier version beside this one."""
+    """A temporary worktree of this repository at ``rev`` (its extensions built there, the
+    tokenizer assets linked), removed on exit: to run an earlier version beside this one."""
     with tempfile.TemporaryDirectory(prefix="toksplice-baseline-") as parent:
         tree = Path(parent) / "tree"
         git = ["git", "-C", str(ROOT)]
         subprocess.run([*git, "worktree", "add", "--detach", str(tree), rev], check=True)
         try:
-            for built in ROOT.glob("app/**/*.so"):
-                shutil.copy2(built, tree / built.relative_to(ROOT))
+            # its own extensions, built from its own sources (ours may take other arguments)
+            build = [sys.executable, "setup.py", "build_ext", "--inplace", "-q"]
+            subprocess.run(build, cwd=tree, check=True, stdout=subprocess.DEVNULL)
             assets = ROOT / ".assets"
             if assets.exists() and not (tree / ".assets").exists():
                 (tree / ".assets").symlink_to(assets)
