@@ -5,6 +5,7 @@ reads the environment variable ``TOKSPLICE_<FIELD>`` and ``toksplice serve`` gen
 per field from the same declaration (``--<field-with-dashes>``; booleans also as
 ``--no-<field>``).  Flags win over the environment, the environment over defaults.
 Constructing ``Settings(...)`` reads the environment too; keyword arguments win over it.
+The other subcommands' options are declared the same way (``cli_config``, ``app.__main__``).
 """
 
 from __future__ import annotations
