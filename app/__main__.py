@@ -43,7 +43,7 @@ class _Tool(BaseSettings):
 class DemoOptions(_Tool):
     model_config = cli_config("toksplice demo", ENV_PREFIX + "DEMO_")
 
-    port: Annotated[int, Settings.model_fields["port"]]
+    port: Annotated[int, Settings.model_fields["port"]]  # the proxy's: serve's declaration
     threads: int = Field(default=2, ge=1)
     """llama.cpp threads."""
     context: int = Field(default=DEMO_CONTEXT, ge=1)
