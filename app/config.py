@@ -5,6 +5,7 @@ reads the environment variable ``TOKSPLICE_<FIELD>`` and ``toksplice serve`` gen
 per field from the same declaration (``--<field-with-dashes>``; booleans also as
 ``--no-<field>``).  Flags win over the environment, the environment over defaults.
 Constructing ``Settings(...)`` reads the environment too; keyword arguments win over it.
+The other subcommands' options are declared the same way (``cli_config``, ``app.__main__``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,24 @@ _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _NONE = ("", "none", "off")
 
 
+def cli_config(prog: str, env_prefix: str) -> SettingsConfigDict:
+    """How a command's options are read, for every ``toksplice`` subcommand alike: each field
+    is a ``--kebab-case`` flag (a boolean also ``--no-<flag>``; ``none`` for None) and the
+    variable ``<env_prefix><FIELD>``, its docstring is its ``--help`` line."""
+    return SettingsConfigDict(
+        env_prefix=env_prefix,
+        frozen=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        cli_prog_name=prog,
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_hide_none_type=True,
+        cli_parse_none_str="none",
+        cli_show_env_vars=True,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Upstream timeouts in seconds; ``read`` (the ``read_timeout`` setting) bounds the wait for
@@ -55,18 +74,7 @@ class Settings(BaseSettings):
     """Everything ``create_app`` needs; each field's docstring is its ``--help`` text (the
     keys are left out of ``repr``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        frozen=True,
-        extra="forbid",
-        use_attribute_docstrings=True,
-        cli_prog_name="toksplice serve",
-        cli_kebab_case=True,
-        cli_implicit_flags=True,
-        cli_hide_none_type=True,
-        cli_parse_none_str="none",
-        cli_show_env_vars=True,
-    )
+    model_config = cli_config("toksplice serve", ENV_PREFIX)
 
     upstream: str = "http://127.0.0.1:8080"
     """Model server base URL (no trailing /v1)."""

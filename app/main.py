@@ -74,7 +74,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         ApiKeys.from_file(settings.api_keys_file) if settings.api_keys_file else None
     )
     app.add_middleware(ReturnFreedMemory)
-    errors.install(app)
+    errors.install(app, (chat.API, messages.API, openai_responses.API))
     keyed = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=keyed)
     app.include_router(models.router)

@@ -8,16 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
-from starlette.responses import Response
+from fastapi import FastAPI
 
-from app.api.pipeline import ClientApi, serve
+from app.api.pipeline import ClientApi, routes_of
 from app.protocol.error_bodies import ApiName, Refusal
 from app.protocol.incremental_json import ParsedBody
 from app.protocol.openai_chat import ChatRequest, parse_chat_request
 from app.protocol.sse import DONE, sse_data
-
-router = APIRouter()
 
 
 class _Stream:
@@ -47,14 +44,11 @@ class _Call:
 
 class ChatApi(ClientApi):
     name: ApiName = "chat"
+    paths = ("/v1/chat/completions",)
 
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
         return _Call(parse_chat_request(parsed.body, validated=parsed.reused_messages))
 
 
 API = ChatApi()
-
-
-@router.post("/v1/chat/completions")
-async def chat_completions(request: Request) -> Response:
-    return await serve(request, API)
+router = routes_of(API)

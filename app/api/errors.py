@@ -9,6 +9,8 @@ the trace page.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -117,24 +119,46 @@ def error_response(request: Request, exc: BaseException, api: ApiName) -> Respon
     return json_response(answer.body(api), answer.status)
 
 
-def api_of(request: Request) -> ApiName:
-    """Which client API answers ``request``'s errors: the one whose pipeline took it
-    (``app.api.pipeline``); for an error before that (an unknown path, a missing key), the
-    one whose paths it is under."""
-    taken: ApiName | None = getattr(request.state, "client_api", None)
-    if taken is not None:
-        return taken
-    path = request.url.path
-    if path.startswith("/v1/messages"):
-        return "messages"
-    if path.startswith("/v1/responses"):
-        return "responses"
-    return "chat"
+class RoutedApi(Protocol):
+    """A client API as its routes declare it (``app.api.pipeline.ClientApi``)."""
+
+    @property
+    def name(self) -> ApiName: ...
+
+    @property
+    def paths(self) -> tuple[str, ...]: ...
 
 
-def install(app: FastAPI) -> None:
+OTHER_PATHS: ApiName = "chat"
+"""The format of the paths no client API declares (``/v1/models``, unknown ones): OpenAI's."""
+
+
+class ErrorFormats:
+    """Which client API words the errors of a request: the one whose pipeline took it, else
+    (an error before a route ran: an unknown path, a missing key) the one under whose declared
+    paths it is, the deepest; the table is the routes' own declaration."""
+
+    def __init__(self, apis: Iterable[RoutedApi]) -> None:
+        self._by_path: dict[str, ApiName] = {path: api.name for api in apis for path in api.paths}
+
+    def api_of(self, request: Request) -> ApiName:
+        taken: ApiName | None = getattr(request.state, "client_api", None)
+        return taken if taken is not None else self.under(request.url.path)
+
+    def under(self, path: str) -> ApiName:
+        while path:
+            if (api := self._by_path.get(path)) is not None:
+                return api
+            path = path.rpartition("/")[0]
+        return OTHER_PATHS
+
+
+def install(app: FastAPI, apis: Iterable[RoutedApi]) -> None:
+    """Answer every error of ``app`` here, in the format ``ErrorFormats(apis)`` picks."""
+    formats = ErrorFormats(apis)
+
     async def handle(request: Request, exc: Exception) -> Response:
-        return error_response(request, exc, api_of(request))
+        return error_response(request, exc, formats.api_of(request))
 
     # Exception itself last: Starlette answers it in its outermost middleware and then
     # re-raises (a traceback in the log), which only a bug should cost.  RecursionError and

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
-from app.api.pipeline import ClientApi, serve
+from app.api.pipeline import ClientApi, routes_of
 from app.api.responses import json_response
 from app.protocol.anthropic_reply import MessageStream, message_from_completion
 from app.protocol.anthropic_request import ChatTranslator, to_chat_body
@@ -29,8 +29,6 @@ from app.protocol.openai_chat import ChatRequest, parse_chat_request
 from app.service.callers import Caller, caller_of
 from app.service.chat import ChatService
 from app.telemetry.timings import Timings
-
-router = APIRouter()
 
 
 def translator(app: FastAPI) -> ChatTranslator:
@@ -71,6 +69,7 @@ class _Call:
 
 class MessagesApi(ClientApi):
     name: ApiName = "messages"
+    paths = ("/v1/messages", "/v1/messages/count_tokens")
     memo_prefix = "anthropic:"
     """Anthropic bodies are remembered apart from chat bodies of the same caller."""
 
@@ -83,12 +82,6 @@ class MessagesApi(ClientApi):
 API = MessagesApi()
 
 
-@router.post("/v1/messages")
-async def messages(request: Request) -> Response:
-    return await serve(request, API)
-
-
-@router.post("/v1/messages/count_tokens")
 async def count_tokens(request: Request) -> Response:
     """The exact prompt length: the request rendered and tokenized as ``/v1/messages`` would,
     nothing sent upstream.  Counted in a session of its own (per caller and session), so a
@@ -105,3 +98,6 @@ async def count_tokens(request: Request) -> Response:
     counter = Caller(tenant=caller.tenant, session=f"count_tokens/{caller.session or ''}")
     prepared = await service.prepare(chat, counter, timings, counting=True)
     return json_response({"input_tokens": len(prepared.encoding.ids)}, headers=prepared.headers())
+
+
+router = routes_of(API, count_tokens)

@@ -15,10 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
-from starlette.responses import Response
+from fastapi import FastAPI
 
-from app.api.pipeline import ClientApi, serve
+from app.api.pipeline import ClientApi, routes_of
 from app.errors import ContextOverflowError
 from app.protocol.error_bodies import ApiName, Refusal
 from app.protocol.incremental_json import BodyParser, ParsedBody
@@ -31,8 +30,6 @@ from app.protocol.responses_stream import (
     response_from_completion,
 )
 from app.protocol.sse import sse_event
-
-router = APIRouter()
 
 
 def _parsers(app: FastAPI) -> tuple[BodyParser, ChatTranslator]:
@@ -77,6 +74,7 @@ class _Call:
 
 class ResponsesApi(ClientApi):
     name: ApiName = "responses"
+    paths = ("/v1/responses",)
     memo_prefix = "responses:"
     streamed_refusals = (ContextOverflowError,)
     """OpenAI streams a context overflow as ``response.failed`` (Codex reads its code there)."""
@@ -91,8 +89,4 @@ class ResponsesApi(ClientApi):
 
 
 API = ResponsesApi()
-
-
-@router.post("/v1/responses")
-async def create_response(request: Request) -> Response:
-    return await serve(request, API)
+router = routes_of(API)

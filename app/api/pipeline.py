@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
 
 from app.api.body import json_body
@@ -68,8 +68,15 @@ class ApiCall(Protocol):
     def stream(self, n_ids: int) -> StreamEncoder: ...
 
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
 class ClientApi(ABC):
     name: ApiName
+    paths: tuple[str, ...]
+    """Its routes (``routes_of``), the chat call's first; ``app.api.errors`` answers every
+    path under them in this API's error format, also before a route ran (an unknown path, a
+    missing key)."""
     memo_prefix = ""
     """Prepended to the caller's body key: each API's bodies are remembered apart."""
     streamed_refusals: tuple[type[TokspliceError], ...] = ()
@@ -84,6 +91,19 @@ class ClientApi(ABC):
     @abstractmethod
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> ApiCall:
         """The body translated to the canonical chat request (bad input raises)."""
+
+
+def routes_of(api: ClientApi, *endpoints: Endpoint) -> APIRouter:
+    """``api``'s ``POST`` routes: its first path serves chat calls through ``serve``, the
+    others the ``endpoints``, in order."""
+
+    async def chat_call(request: Request) -> Response:
+        return await serve(request, api)
+
+    router = APIRouter()
+    for path, endpoint in zip(api.paths, (chat_call, *endpoints), strict=True):
+        router.add_api_route(path, endpoint, methods=["POST"], name=f"{api.name}:{path}")
+    return router
 
 
 async def serve(request: Request, api: ClientApi) -> Response:
