@@ -187,8 +187,9 @@ def test_typed_special_token_prompts_are_verified_too(
         encode = PieceEncoder.encode
 
         def faulty(self: PieceEncoder, *args: Any, **kwargs: Any) -> PieceIds:
-            ids, reused, _ = encode(self, *args, **kwargs)
-            return PieceIds(np.concatenate([ids[:-1], ids[-1:] + 1]), reused, None)
+            found = encode(self, *args, **kwargs)
+            ids = np.concatenate([found.ids[:-1], found.ids[-1:] + 1])
+            return found._replace(ids=ids, copied=None)
 
         monkeypatch.setattr(PieceEncoder, "encode", faulty)
         client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})

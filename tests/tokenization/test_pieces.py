@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from app.sessions import typed_specials
+from app.sessions import piece_repair
 from app.sessions.ids_json import IdsJsonCache
 from app.sessions.registry import SessionRegistry
 from app.sessions.typed_specials import Masked, TypedSpecials
@@ -109,7 +109,7 @@ def test_edited_sessions_match_the_reference(
 ) -> None:
     """(``repaired_from``: the piece length from which a changed piece is repaired from the
     session's previous piece rather than encoded whole.)"""
-    with mock.patch.object(typed_specials, "_REPAIRED_PIECE", repaired_from):
+    with mock.patch.object(piece_repair, "REPAIRED_PIECE", repaired_from):
         check_edits(qwen, plain, typed, start, changes, session)
 
 
@@ -133,7 +133,7 @@ def check_edits(
             text = _apply(text, *change[:4])
             if not change[4] and change is not changes[-1]:
                 continue
-        ids, reused, copied = typed.encode(text, masked, session=key)
+        ids, reused, copied, _ = typed.encode(text, masked, session=key)
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, "<|im_end|>")
         assert list(ids) == _expected(qwen, plain, text)
@@ -157,7 +157,7 @@ def test_a_long_session_reuses_almost_everything(
     text = "<|im_start|>system\ncch=1;<|im_end|>\n"
     for k in range(30):
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn.replace("x", str(k))
-        ids, reused, _ = typed.encode(text, masked, session="t/long")
+        ids, reused, _, _ = typed.encode(text, masked, session="t/long")
         assert list(ids) == _expected(qwen, plain, text)
     assert reused > 0.9 * len(ids)
 
@@ -176,7 +176,7 @@ def test_an_edit_near_the_start_resyncs_the_scan(
         turn = f"<|im_start|>tool\nprint('{SENTINEL}') # {k} " * 3 + "<|im_end|>\n"
         text = text.replace(f"cch={k};", f"cch={k + 1};") + turn
         with mock.patch.object(typed._pieces, "_piece", side_effect=real) as visited:
-            ids, _, copied = typed.encode(text, masked, session="t/billing")
+            ids, _, copied, _ = typed.encode(text, masked, session="t/billing")
         assert list(ids) == _expected(qwen, plain, text)
         pieces.append(visited.call_count)
     assert max(pieces[1:]) <= 10, pieces  # a full scan visits 4 more every call
@@ -192,7 +192,7 @@ def test_changed_sentinel_meaning_discards_the_state(
     text = "a " + SENTINEL + " b<|im_end|>"
     for typed_text in ("<|im_end|>", "<|endoftext|>"):
         masked = Masked([], None, {SENTINEL: typed_text})
-        ids, _, _ = typed.encode(text, masked, session="t/m")
+        ids, _, _, _ = typed.encode(text, masked, session="t/m")
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, typed_text)
         assert list(ids) == _expected(qwen, plain, text, typed_text)
