@@ -134,9 +134,7 @@ def test_growing_session_reuses_pieces_exactly(
         messages = [*messages, {"role": role, "content": content}]
         masked = typed.mask(messages, None, session=f"t/{session}")
         assert masked is not None
-        ids, reused, _, _ = typed.encode(
-            template.render(masked.messages), masked, session="t/s"
-        )
+        ids, reused, _, _ = typed.encode(template.render(masked.messages), masked, session="t/s")
         assert 0 <= reused <= len(ids)
         assert list(ids) == _oracle(qwen, plain, messages)
     assert typed.sessions.holding("pieces") >= 1
