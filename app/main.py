@@ -102,11 +102,10 @@ def session_store(settings: Settings) -> MemoryStore | RedisStore:
 
 def memo_bytes(settings: Settings) -> int:
     """The per-session memos' share of ``store_bytes`` (bodies, translations, the scan, the
-    render memo, the last text, the id JSON, the pieces), in one LRU over sessions
-    (``SessionRegistry``): what the token states (5/16, ``session_store``) and the repaired
-    special-token pieces' states (1/32) leave."""
+    render memo, the last text, the id JSON, the pieces and their states), in one LRU over
+    sessions (``SessionRegistry``): what the token states (5/16, ``session_store``) leave."""
     budget = settings.store_bytes
-    return budget - budget * 5 // 16 - budget // 32
+    return budget - budget * 5 // 16
 
 
 async def _build_service(
@@ -159,7 +158,6 @@ async def _build_service(
         typed_specials=TypedSpecials(
             tokenizer.reference.tokenizer,
             sessions=sessions,
-            piece_store_bytes=settings.store_bytes // 32,
             parallel_chunk=settings.parallel_chunk,
         ),
         bodies=BodyParser(sessions.slot("body")),

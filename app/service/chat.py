@@ -203,6 +203,7 @@ class ChatService:
                 reused_tokens=pieces.reused,
                 fallback="special-token text in client content",
                 copied=pieces.copied,
+                engines=pieces.engines,
             )
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them

@@ -13,8 +13,14 @@ of a session reuses what cannot have changed:
   resumes from the same state over identical text, so every later match and piece is the same.
 
 Pieces in between come from the previous call's pieces by text (an unchanged message renders
-to the same piece) or are encoded.  Sentinel characters in the text stand for typed special
-tokens; a previous state is reused only when every sentinel it holds means the same token.
+to the same piece) or are encoded; a long one is repaired from the state of the previous
+call's piece it lines up with (``piece_repair``): the one ending where it ends, or starting
+where it starts, at the shift of the last resync, or else the one of the same index;
+of several, the one sharing most text with it.  Those states are part of the session's one
+``PieceState`` and go with it.  Sentinel characters in the text stand for typed special
+tokens; a previous state's matches and ids are reused only when every sentinel it holds
+means the same token (its pieces are keyed and repaired by their restored text, whatever
+the sentinels meant).
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ import numpy as np
 import numpy.typing as npt
 
 from app.memos import Memos
+from app.sessions.piece_repair import Piece
+from app.tokenization.engines import Engine, EngineParts, EngineRun, runs_of
 from app.tokenization.reference import CopiedIds, IdArray
+from app.tokenization.state import SessionState
 
 _CHUNK = 1 << 16
 _TRIES = 8  # resync attempts after a change before only the common suffix is tried
@@ -48,21 +57,34 @@ class PieceState:
     id_index: Positions
     """Index in ``ids`` of each match's special-token id."""
     ids: IdArray
-    pieces: dict[str, IdArray]
-    """The ids of each piece text (sentinels restored) of this call."""
+    pieces: dict[str, Piece]
+    """Each piece text (sentinels restored) this call looked up or encoded."""
+    states: dict[int, SessionState]
+    """The states of this call's long pieces by index (piece ``k`` is the text before match
+    ``k``, or after the last one): what their next versions are repaired from."""
 
     @property
     def nbytes(self) -> int:
-        cached = sum(4 * len(t) + ids.nbytes for t, ids in self.pieces.items())
-        return 4 * len(self.text) + self.ids.nbytes + 3 * self.starts.nbytes + cached
+        # a cached piece's state is one of ``states``: its ids are counted there
+        cached = sum(
+            4 * len(t) + (p.ids.nbytes if p.state is None else 0) for t, p in self.pieces.items()
+        )
+        states = sum({id(s): s.nbytes for s in self.states.values()}.values())
+        return 4 * len(self.text) + self.ids.nbytes + 3 * self.starts.nbytes + cached + states
 
 
 class PieceIds(NamedTuple):
     ids: IdArray
     reused: int
-    """Ids that came from the previous call or the piece cache."""
+    """Ids taken from the previous call: its stretches of ids, its pieces by text, and what
+    repair kept of the pieces it repaired."""
     copied: CopiedIds | None
     """The stretches copied from the previous call's ids (the id JSON reuses their text)."""
+    engines: tuple[EngineRun, ...]
+    """Which engine gave which ids (``Encoding.engines``): "reused" for the above, the repair
+    engine's runs for the pieces it encoded, "reference" for the others and for the ids of
+    fresh special-token matches (the reference vocabulary's ids of the tokens the template
+    placed, matched as the reference's own split matches them)."""
 
 
 @dataclass(slots=True)
@@ -71,30 +93,38 @@ class _Builder:
     starts: list[int]
     ends: list[int]
     id_index: list[int]
-    cached: dict[str, IdArray]
+    cached: dict[str, Piece]
     """The previous call's pieces by text."""
-    pieces: dict[str, IdArray] = field(default_factory=dict)
+    pieces: dict[str, Piece] = field(default_factory=dict)
+    states: dict[int, SessionState] = field(default_factory=dict)
+    engines: list[tuple[int, Engine]] = field(default_factory=list)
     count: int = 0
-    reused: int = 0
     copied: list[tuple[int, int, int]] = field(default_factory=list)
     """(first, last, at) of each stretch of the previous call's ids copied (``CopiedIds``)."""
 
-    def add_ids(self, ids: IdArray, *, reused: bool) -> None:
+    def add_ids(self, ids: IdArray, engines: EngineParts) -> None:
         self.ids.append(ids)
         self.count += len(ids)
-        self.reused += len(ids) if reused else 0
+        self.engines += engines
 
     def copy_ids(self, old: IdArray, first: int, last: int) -> None:
         """Append the previous call's ids ``old[first:last]``."""
         if last > first:
             self.copied.append((first, last, self.count))
-        self.add_ids(old[first:last], reused=True)
+        self.add_ids(old[first:last], ((last - first, "reused"),))
+
+    def add_piece(self, text: str, piece: Piece, *, cached: bool) -> None:
+        """Append the ids of the piece before match ``len(starts)``."""
+        self.add_ids(piece.ids, ((len(piece.ids), "reused"),) if cached else piece.engines)
+        self.pieces[text] = piece
+        if piece.state is not None:
+            self.states[len(self.starts)] = piece.state
 
     def add_match(self, start: int, end: int, special: IdArray) -> None:
         self.starts.append(start)
         self.ends.append(end)
         self.id_index.append(self.count)
-        self.add_ids(special, reused=False)
+        self.add_ids(special, ((len(special), "reference"),))
 
 
 class PieceEncoder:
@@ -102,11 +132,13 @@ class PieceEncoder:
         self,
         find: re.Pattern[str],
         special_ids: dict[str, IdArray],
-        encode_piece: Callable[[str, str], IdArray],
+        encode_piece: Callable[[str, SessionState | None], Piece],
         *,
         states: Memos[PieceState],
     ) -> None:
-        """``states``: each session's last call."""
+        """``encode_piece(text, base)``: a piece's ids, repaired from ``base`` (the state of
+        a piece of the previous call) where it is given; ``states``: each session's last
+        call."""
         self._find = find
         self._special_ids = special_ids
         self._encode_piece = encode_piece
@@ -121,25 +153,26 @@ class PieceEncoder:
         *,
         session: str,
     ) -> PieceIds:
-        old = self._states.get(session)
-        out = _Builder([], [], [], [], old.pieces if old is not None else {})
+        previous = old = self._states.get(session)
+        out = _Builder([], [], [], [], previous.pieces if previous is not None else {})
         if old is not None and any(sentinels.get(s) != t for s, t in old.sentinels.items()):
             old = None
         position = self._reuse_prefix(old, text, out) if old is not None else 0
         resync = None
         if old is not None:
             resync = _Resync(old, text, _common_suffix(old.text, text, position))
+        shift = 0  # where the old text lines up with the new one at ``position``
         while (match := self._find.search(text, position)) is not None:
-            if resync is not None:
-                run = resync.run_at(match, self._longest)
-                if run is not None:
-                    self._piece(text[position : match.start()], restore, session, out)
-                    position = _copy_matches(resync.old, run, out)
-                    continue
-            self._piece(text[position : match.start()], restore, session, out)
+            run = resync.run_at(match, self._longest) if resync is not None else None
+            at = _Alignment(previous, shift, shift if run is None else run.shift)
+            self._piece(text, position, match.start(), restore, out, at)
+            if resync is not None and run is not None:
+                position, shift = _copy_matches(resync.old, run, out), run.shift
+                continue
             out.add_match(match.start(), match.end(), self._special_ids[match.group()])
             position = match.end()
-        self._piece(text[position:], restore, session, out)
+        tail = len(text) - len(previous.text) if previous is not None else 0
+        self._piece(text, position, len(text), restore, out, _Alignment(previous, shift, tail))
         ids = np.concatenate(out.ids) if out.ids else np.zeros(0, dtype=np.int32)
         state = PieceState(
             text,
@@ -149,16 +182,17 @@ class PieceEncoder:
             np.asarray(out.id_index, np.int64),
             ids,
             out.pieces,
+            out.states,
         )
         self._states.put(session, state, state.nbytes)
         copied = CopiedIds(old.ids, tuple(out.copied)) if old is not None and out.copied else None
-        return PieceIds(ids, out.reused, copied)
+        reused = sum(count for count, engine in out.engines if engine == "reused")
+        return PieceIds(ids, reused, copied, runs_of(out.engines))
 
-    def forget(self, session: str) -> int:
-        """Drops the session's state and its cached pieces (after a divergence nothing
-        cached is trusted); returns how many pieces its last call had."""
-        state = self._states.drop(session)
-        return 0 if state is None else len(state.starts) + 1
+    def forget(self, session: str) -> None:
+        """Drops the session's state: its matches, cached pieces and piece states (after a
+        divergence nothing of it is trusted)."""
+        self._states.drop(session)
 
     def _reuse_prefix(self, old: PieceState, text: str, out: _Builder) -> int:
         """Copies the old matches (and ids) that end safely inside the common prefix; returns
@@ -171,22 +205,82 @@ class PieceEncoder:
         out.starts.extend(old.starts[:kept].tolist())
         out.ends.extend(old.ends[:kept].tolist())
         out.id_index.extend(old.id_index[:kept].tolist())
+        out.states.update((k, s) for k, s in old.states.items() if k < kept)
         return int(old.ends[kept - 1])
 
     def _piece(
-        self, piece: str, restore: Callable[[str], str], session: str, out: _Builder
+        self,
+        text: str,
+        start: int,
+        end: int,
+        restore: Callable[[str], str],
+        out: _Builder,
+        at: _Alignment,
     ) -> None:
-        """Ids of the piece: the previous call's for the same text, else encoded
-        (``encode_piece`` may repair it from the session's previous piece in the same
-        place)."""
-        if not piece:
+        """Ids of the piece ``text[start:end]``: the previous call's for the same text, else
+        encoded (a long one repaired from the previous piece it lines up with)."""
+        if start == end:
             return
-        text = restore(piece)
-        found = out.cached.get(text)
+        masked = text[start:end]
+        piece = restore(masked)
+        found = out.cached.get(piece)
         if found is None:
-            found = self._encode_piece(text, f"{session}#piece{len(out.starts)}")
-        out.add_ids(found, reused=text in out.cached)
-        out.pieces[text] = found
+            base = at.state(masked, start, end, len(out.starts))
+            out.add_piece(piece, self._encode_piece(piece, base), cached=False)
+        else:
+            out.add_piece(piece, found, cached=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Alignment:
+    """Where a new piece lies in the previous call's text: ``start - start_shift`` and
+    ``end - end_shift`` are its ends there, when the texts line up around them."""
+
+    previous: PieceState | None
+    start_shift: int
+    end_shift: int
+
+    def state(self, masked: str, start: int, end: int, index: int) -> SessionState | None:
+        """The state of the previous call's piece to repair piece ``index`` (``masked``, at
+        ``[start, end)``) from: of the ones ending or starting where it does and the one of
+        the same index, the one sharing most text with it (the first on ties)."""
+        old = self.previous
+        if old is None or not old.states:
+            return None
+        aligned = (
+            _piece_ending(old, end - self.end_shift),
+            _piece_starting(old, start - self.start_shift),
+            index,
+        )
+        found = {k: old.states[k] for k in aligned if k is not None and k in old.states}
+        if len({id(s) for s in found.values()}) <= 1:
+            return next(iter(found.values()), None)
+        return found[max(found, key=lambda k: _shared(old, k, masked))]
+
+
+def _piece_ending(old: PieceState, at: int) -> int | None:
+    """Index of the old piece ending at ``at`` (at a match's start or the end of the text)."""
+    if at == len(old.text):
+        return len(old.starts)
+    k = int(np.searchsorted(old.starts, at))
+    return k if k < len(old.starts) and old.starts[k] == at else None
+
+
+def _piece_starting(old: PieceState, at: int) -> int | None:
+    """Index of the old piece starting at ``at`` (at a match's end or the start)."""
+    if at == 0:
+        return 0
+    k = int(np.searchsorted(old.ends, at))
+    return k + 1 if k < len(old.ends) and old.ends[k] == at else None
+
+
+def _shared(old: PieceState, index: int, masked: str) -> int:
+    """Characters old piece ``index`` shares with ``masked`` at its start and end."""
+    start = int(old.ends[index - 1]) if index else 0
+    end = int(old.starts[index]) if index < len(old.starts) else len(old.text)
+    piece = old.text[start:end]
+    prefix = _common_prefix(piece, masked)
+    return prefix + _common_suffix(piece, masked, prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +360,10 @@ def _copy_matches(old: PieceState, run: _Run, out: _Builder) -> int:
     start_id = int(old.id_index[first])
     stop_id = len(old.ids) if run.to_end else int(old.id_index[last - 1]) + 1
     base = out.count
+    matches = len(out.starts)  # the new index of match ``first``
     out.copy_ids(old.ids, start_id, stop_id)
+    top = last if run.to_end else last - 1  # the last piece copied
+    out.states.update((k - first + matches, s) for k, s in old.states.items() if first < k <= top)
     out.starts.extend((old.starts[first:last] + shift).tolist())
     out.ends.extend((old.ends[first:last] + shift).tolist())
     out.id_index.extend((old.id_index[first:last] - start_id + base).tolist())

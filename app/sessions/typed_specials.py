@@ -11,8 +11,10 @@ occurrence is swapped for a private-use sentinel character before rendering; the
 text is cut at the special tokens it still holds (all placed by the template), and each piece
 between them, sentinels restored, is encoded with special-token matching off.  That is exactly
 Hugging Face's own procedure (split at special tokens, encode the pieces) with the user's text
-kept out of the split.  Such requests take the full path (their ids are not a plain encode of
-the text, so they are not stored for repair).
+kept out of the split.  Such requests take their own route, "pieces" (their ids are not a plain
+encode of the text, so the session tokenizer's store cannot hold them): between calls of a
+session it reuses the previous call's pieces and repairs a long piece that changed from its
+previous version (``pieces``, ``piece_repair``), all of it kept in the session's one context.
 
 Client strings are every string the template can see: values and object keys, at any depth
 (a tool schema's property names, an object-valued ``tool_calls`` argument), in the messages,
@@ -28,7 +30,6 @@ ordinary text does not carry.)
 from __future__ import annotations
 
 import itertools
-import json
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -40,18 +41,14 @@ import orjson
 from tokenizers import Tokenizer
 
 from app.errors import BadRequestError, TokenizerSpecError
+from app.sessions.piece_repair import PieceRepairer
 from app.sessions.pieces import PieceEncoder, PieceIds
 from app.sessions.registry import SessionRegistry, Slot
-from app.sessions.tokenizer import SessionTokenizer
 from app.tokenization.chunked import PARALLEL_CHUNK
-from app.tokenization.reference import IdArray, ReferenceEncoder
-from app.tokenization.transcript import TranscriptEncoder
-from app.tokenizer_spec import spec_from_json
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)
 _SENTINELS = re.compile("[\U0010fd00-\U0010fffd]")
-_REPAIRED_PIECE = 2048  # characters from which a changed piece is repaired, not encoded whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +103,10 @@ class TypedSpecials:
         tokenizer: Tokenizer,
         *,
         sessions: SessionRegistry | None = None,
-        piece_store_bytes: int = 16 << 20,
         parallel_chunk: int = PARALLEL_CHUNK,
     ) -> None:
-        """``sessions`` keeps each session's scan and pieces (a registry of its own, 64 MiB,
-        when None); ``piece_store_bytes`` bounds the repaired pieces' states."""
+        """``sessions`` keeps each session's scan and pieces, the states of its long pieces
+        with them (a registry of its own, 64 MiB, when None)."""
         self.sessions = sessions if sessions is not None else SessionRegistry(64 << 20)
         specials = [t for t in tokenizer.get_added_tokens_decoder().values() if t.special]
         self._ids = {t.content: _id_of(tokenizer, t.content) for t in specials}
@@ -120,38 +116,30 @@ class TypedSpecials:
         ]
         self._heads = tuple({t[:2] for t in self._tokens})
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
-        plain = Tokenizer.from_str(tokenizer.to_str())
-        plain.encode_special_tokens = True
-        self._repairs = repairs = _piece_sessions(
-            plain, self.sessions, piece_store_bytes, parallel_chunk
-        )
-
-        def encode_piece(text: str, key: str) -> IdArray:
-            if repairs is not None and len(text) >= _REPAIRED_PIECE:
-                return repairs.encode(text, session=key).ids
-            return np.asarray(plain.encode(text, add_special_tokens=False).ids, np.int32)
-
+        self._repairer = PieceRepairer(tokenizer, parallel_chunk)
         special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
         self._memos: Slot[_MaskMemo] = self.sessions.slot("special_scan")
         self._pieces = (
-            PieceEncoder(self._find, special_ids, encode_piece, states=self.sessions.slot("pieces"))
+            PieceEncoder(
+                self._find,
+                special_ids,
+                self._repairer.encode,
+                states=self.sessions.slot("pieces"),
+            )
             if self._find is not None
             else None
         )
 
     def forget(self, session: str) -> None:
         """Drops what the session's calls left (the shadow verifier caught a divergence):
-        its scan memo, piece state, cached and repaired pieces."""
+        its scan memo and piece state (cached pieces and long pieces' states included)."""
         self._memos.drop(session)
-        pieces = self._pieces.forget(session) if self._pieces is not None else 0
-        if self._repairs is not None:
-            for k in range(pieces):
-                self._repairs.forget(f"{session}#piece{k}")
+        if self._pieces is not None:
+            self._pieces.forget(session)
 
     def disable_repair(self, reason: str) -> None:
         """Encodes every piece whole from now on (see ``SessionTokenizer.disable_repair``)."""
-        if self._repairs is not None:
-            self._repairs.disable_repair(reason)
+        self._repairer.disable_repair(reason)
 
     def mask(
         self,
@@ -278,22 +266,6 @@ def _totals(checked: Iterable[_Checked]) -> tuple[int, int, int]:
         sum(c.sentinel for c in items),
         sum(c.size for c in items),
     )
-
-
-def _piece_sessions(
-    plain: Tokenizer, sessions: SessionRegistry, store_bytes: int, parallel_chunk: int
-) -> SessionTokenizer | None:
-    """A session tokenizer for pieces (special tokens are text in them): a long piece that
-    changed (Claude Code's system prompt, edited by its billing line on every call) is
-    repaired from its previous version, as whole transcripts are.  Its cut rules see only
-    the added tokens that are still matched."""
-    data = json.loads(plain.to_str())
-    data["added_tokens"] = [t for t in data.get("added_tokens") or [] if not t.get("special")]
-    spec = spec_from_json(data)
-    if not spec.proven:
-        return None
-    encoder = TranscriptEncoder(ReferenceEncoder(plain), spec, parallel_chunk=parallel_chunk)
-    return SessionTokenizer(encoder, store_bytes=store_bytes, recent=sessions.slot("recent"))
 
 
 def _approx_bytes(item: Any) -> int:

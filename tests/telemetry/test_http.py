@@ -187,14 +187,21 @@ def test_typed_special_token_prompts_are_verified_too(
         encode = PieceEncoder.encode
 
         def faulty(self: PieceEncoder, *args: Any, **kwargs: Any) -> PieceIds:
-            ids, reused, _ = encode(self, *args, **kwargs)
-            return PieceIds(np.concatenate([ids[:-1], ids[-1:] + 1]), reused, None)
+            found = encode(self, *args, **kwargs)
+            ids = np.concatenate([found.ids[:-1], found.ids[-1:] + 1])
+            return found._replace(ids=ids, copied=None)
 
         monkeypatch.setattr(PieceEncoder, "encode", faulty)
         client.post("/v1/chat/completions", json={"model": MODEL, "messages": typed})
         wait_for(lambda: metric(client, "toksplice_shadow_divergences_total") == 1)
         [repro_file] = (tmp_path / "repro").iterdir()
-        assert orjson.loads(repro_file.read_bytes())["route"] == "pieces"
+        repro = orjson.loads(repro_file.read_bytes())
+        assert repro["route"] == "pieces"
+        # the route records its engines: runs that cover every id, in order
+        edges = [(run["first"], run["last"]) for run in repro["engines"]]
+        assert [first for first, _ in edges] == [0, *(last for _, last in edges[:-1])]
+        assert edges[-1][1] == len(repro["actual"])
+        assert repro["engine"] in ("reused", "reference")
         # the session's piece state (its cached pieces with it) was dropped (the metric
         # counts last)
         assert app.state.sessions.holding("pieces") == 0

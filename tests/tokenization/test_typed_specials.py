@@ -74,7 +74,7 @@ def test_typed_specials_are_encoded_as_text(
         assert qwen.encode(text, add_special_tokens=False).ids == _oracle(qwen, plain, messages)
         return
     rendered = template.render(masked.messages)
-    ids, _, _ = typed.encode(rendered, masked, session="t/s")
+    ids, _, _, _ = typed.encode(rendered, masked, session="t/s")
     text = masked.restore(rendered)
     assert text == template.render(messages)
     assert list(ids) == _oracle(qwen, plain, messages)
@@ -107,7 +107,7 @@ def test_other_families(name: str, reference: Callable[[str], Tokenizer]) -> Non
     text = f"x {specials[0]} y {specials[-1]}"
     masked = typed.mask([{"role": "user", "content": text}], None)
     assert masked is not None
-    ids, _, _ = typed.encode(masked.messages[0]["content"], masked, session="t/s")
+    ids, _, _, _ = typed.encode(masked.messages[0]["content"], masked, session="t/s")
     assert masked.restore(masked.messages[0]["content"]) == text
     plain = Tokenizer.from_str(tok.to_str())
     plain.encode_special_tokens = True
@@ -134,9 +134,7 @@ def test_growing_session_reuses_pieces_exactly(
         messages = [*messages, {"role": role, "content": content}]
         masked = typed.mask(messages, None, session=f"t/{session}")
         assert masked is not None
-        ids, reused, _ = typed.encode(
-            template.render(masked.messages), masked, session="t/s"
-        )
+        ids, reused, _, _ = typed.encode(template.render(masked.messages), masked, session="t/s")
         assert 0 <= reused <= len(ids)
         assert list(ids) == _oracle(qwen, plain, messages)
     assert typed.sessions.holding("pieces") >= 1
