@@ -16,7 +16,7 @@ from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
-from app.process_memory import ReturnFreedMemory
+from app.process_memory import ReturnFreedMemory, freeze_startup_heap
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
@@ -59,6 +59,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 BodyParser(sessions.slot("responses_body"), array="input"),
                 ResponsesTranslator(sessions.slot("responses")),
             )
+            freeze_startup_heap()
             yield
         finally:
             if service is not None:

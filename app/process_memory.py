@@ -11,6 +11,11 @@ left it, a full garbage collection (a request's objects can sit in a reference c
 the next one) and then ``malloc_trim(0)`` (~10-30 ms, in a worker thread, one at a time) hand
 the free pages back.  Steady traffic does not grow RSS, so it does not trim.  Where the C
 library is not glibc there is no ``malloc_trim`` and nothing is done.
+
+What is alive once the service is built (the modules, the vocabulary's tables, the template)
+lives as long as the process: ``freeze_startup_heap`` takes it out of every later collection,
+so that a full one (Python's own, or the trim's) scans only what requests left behind
+(~95K objects, 30-300 ms per full collection on a shared 2-core machine, otherwise).
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ and hostile clients"): the idle process with a ~150K-token vocabulary loaded (~2
 
 GROWTH_BYTES = 64 << 20
 """RSS growth since the last trim that triggers the next one."""
+
+
+def freeze_startup_heap() -> None:
+    """Collects once, then moves every object still alive to the permanent generation
+    (``gc.freeze``): it is never scanned again, and freed as usual when its last reference
+    goes."""
+    gc.collect()
+    gc.freeze()
 
 
 def resident_bytes() -> int | None:

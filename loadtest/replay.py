@@ -216,6 +216,8 @@ def _paired(baseline: str, ours: Samples, theirs: Samples) -> dict[str, Any]:
     return {
         "baseline": baseline,
         "baseline_proxy_added_p50": _p(base, 0.5),
+        "baseline_proxy_added_p99": _p(base, 0.99),
+        "baseline_ttft_proxy_p99": _p(theirs.ttft, 0.99),
         "ratio_p50": _p(mine, 0.5) / _p(base, 0.5),
         "ratio_per_call": statistics.median(a / b for a, b in zip(mine, base, strict=True)),
     }
@@ -253,8 +255,10 @@ def _format(row: dict[str, Any]) -> str:
         f"{row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
         f"routes {row['routes']}"
         + (
-            f"\n    vs {row['baseline']}: proxy-added p50 {row['baseline_proxy_added_p50']:.2f} ms,"
-            f" ratio {row['ratio_p50']:.2f} (per-call median {row['ratio_per_call']:.2f})"
+            f"\n    vs {row['baseline']}: proxy-added p50 {row['baseline_proxy_added_p50']:.2f}"
+            f" p99 {row['baseline_proxy_added_p99']:.2f} ms (TTFT via proxy p99"
+            f" {row['baseline_ttft_proxy_p99']:.1f} ms), ratio {row['ratio_p50']:.2f}"
+            f" (per-call median {row['ratio_per_call']:.2f})"
             if "baseline" in row
             else ""
         )
