@@ -29,6 +29,7 @@ _ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    405: "invalid_request_error",  # a wrong method: the request's form, as a 400's
     408: "timeout_error",
     413: "request_too_large",
     429: "rate_limit_error",

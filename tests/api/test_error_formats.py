@@ -73,7 +73,7 @@ def test_errors_before_the_route_are_in_the_apis_format(
         unknown = http.post(path + "/nope", json={}, headers=key)
         assert_api_error(unknown, api, 404, "not_found_error")
         no_method = http.get(path, headers=key)
-        assert_api_error(no_method, api, 405)
+        assert_api_error(no_method, api, 405, "invalid_request_error")
         for headers in ({}, {"authorization": "Bearer sk-wrong"}, {"x-api-key": "sk-wrong"}):
             refused = http.post(path, json={}, headers=headers)
             assert_api_error(refused, api, 401, "authentication_error")
