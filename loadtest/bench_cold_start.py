@@ -17,7 +17,10 @@ start); by default the pool has one thread per core this process may run on.
 cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own batch calls),
 with each one's divergences from the reference on the same ``--adversarial`` random
 adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
-encoder's declined strings (sent to the reference) are counted apart.
+encoder's declined strings (sent to the reference) are counted apart.  Each engine has a row
+per thread count, with its median wall time, MB/s and ratio to the reference's one thread,
+then the same of CPU time (the process's, all threads): on a loaded machine the wall clock
+counts the waits for a core, CPU time what the encode itself costs.
 
 ``--proxy`` measures the same through HTTP instead (with ``--engines``: both proxies chunked,
 one ``--cpu-encoder native``, the other ``reference``): the stand-in upstream (answering with a
