@@ -87,8 +87,8 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
                     note += f" ({declined} declined to the reference)"
                 if label in differ:
                     note += "; ids differ on this text"
-                for threads, took in (("1", one[label]), (f"all {cores}", many[label])):
-                    row = _Took.median(took).cells(base, len(data))
+                for threads, times in (("1", one[label]), (f"all {cores}", many[label])):
+                    row = _Took.median(times).cells(base, len(data))
                     row = f"| {name} | {len(data) / 1e6:.2f} | {label} | {threads} | {row} |"
                     print(row, note, "|", flush=True)
     return failed
