@@ -194,10 +194,12 @@ def _composition_seconds() -> frozenset[str]:
     """Characters that end a two-character canonical decomposition (so may compose with the
     character before them)."""
     seconds = set()
-    for point in range(_CODE_POINTS):
-        parts = unicodedata.decomposition(chr(point)).split()
-        if len(parts) == 2 and not parts[0].startswith("<"):
-            seconds.add(chr(int(parts[1], 16)))
+    decomposition = unicodedata.decomposition
+    for point in range(_CODE_POINTS):  # most have none: the test first (a quarter of the cost)
+        if (found := decomposition(chr(point))) and found[0] != "<":
+            parts = found.split()
+            if len(parts) == 2:
+                seconds.add(chr(int(parts[1], 16)))
     return frozenset(seconds)
 
 

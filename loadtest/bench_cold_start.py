@@ -17,13 +17,17 @@ start); by default the pool has one thread per core this process may run on.
 cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own batch calls),
 with each one's divergences from the reference on the same ``--adversarial`` random
 adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
-encoder's declined strings (sent to the reference) are counted apart.
+encoder's declined strings (sent to the reference) are counted apart.  Each engine has a row
+per thread count, with its median wall time, MB/s and ratio to the reference's one thread,
+then the same of CPU time (the process's, all threads): on a loaded machine the wall clock
+counts the waits for a core, CPU time what the encode itself costs.
 
 ``--proxy`` measures the same through HTTP instead (with ``--engines``: both proxies chunked,
 one ``--cpu-encoder native``, the other ``reference``): the stand-in upstream (answering with a
 digest of the ids it got) and two ``toksplice serve`` processes, ``--parallel-chunk CHUNK``
 and ``0``, side by side; each first call of a new session (a new generated transcript of the
-size, Qwen3, its special-token lookalikes defused) goes to both, alternating which goes first;
+size, Qwen3, its special-token lookalikes defused, under an API key of its own so that it
+matches no earlier call's content) goes to both, alternating which goes first;
 printed are the proxy-added p50s (``Server-Timing``), their ratio and the routes, and every
 answer's digest is checked against the reference encode of the rendered request.
 """
@@ -184,11 +188,13 @@ def proxy_rows(args: argparse.Namespace) -> bool:
                     # Special-token lookalikes defused (as replay.py does): the plain path.
                     raw = orjson.dumps(chat | {"stream": False}).replace(b"<|", b"< |")
                     body = orjson.loads(raw)
-                    reply = client.post(
-                        urls[label],
-                        content=raw,
-                        headers={"content-type": "application/json", "x-session-id": f"s{seed}"},
-                    )
+                    headers = {
+                        "content-type": "application/json",
+                        "x-session-id": f"s{seed}",
+                        # A tenant (API key) per call: no content match with earlier calls.
+                        "authorization": f"Bearer bench-{seed}",
+                    }
+                    reply = client.post(urls[label], content=raw, headers=headers)
                     reply.raise_for_status()
                     answer = reply.json()["choices"][0]["message"]["content"]
                     if answer != expected_answer(template, reference, body):

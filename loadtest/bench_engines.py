@@ -8,7 +8,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from loadtest.peer_encoders import Ids, Peer, bpe_qwen_peer, tiktoken_peer
 
@@ -28,8 +28,8 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
     cores = len(os.sched_getaffinity(0))
     print(f"cores: {cores}; {args.adversarial} adversarial strings per tokenizer")
     print(
-        "| tokenizer | MB | engine | 1 thread ms | MB/s | x ref | all cores ms | MB/s "
-        "| divergences |\n|---|---|---|---|---|---|---|---|---|"
+        "| tokenizer | MB | engine | threads | wall ms | MB/s | x ref | CPU ms | CPU MB/s "
+        "| CPU x ref | divergences |\n|---|---|---|---|---|---|---|---|---|---|---|"
     )
     failed = False
     strings = adversarial_strings(22, args.adversarial)
@@ -60,15 +60,15 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
             want = reference.tokenizer.encode(text, add_special_tokens=False).ids
             cuts = chunked.cuts(data)
             parts = [data[a:b].decode() for a, b in itertools.pairwise(cuts)]
-            one: dict[str, list[float]] = {label: [] for label in engines}
-            many: dict[str, list[float]] = {label: [] for label in engines}
+            one: dict[str, list[_Took]] = {label: [] for label in engines}
+            many: dict[str, list[_Took]] = {label: [] for label in engines}
             differ: set[str] = set()
             for _ in range(args.repeat):
                 for label, peer in engines.items():
-                    started = time.perf_counter()
+                    took = _Took.start()
                     ids = peer.one(text)
-                    one[label].append(time.perf_counter() - started)
-                    started = time.perf_counter()
+                    one[label].append(took.stop())
+                    took = _Took.start()
                     if label == "reference" or label == "native":
                         encoder = parallel if label == "native" else chunked
                         batch = encoder.encode(data, text).ids.tolist()
@@ -76,25 +76,50 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
                         batch = [i for part in peer.many(parts) for i in part]
                     else:
                         batch = want
-                    many[label].append(time.perf_counter() - started)
+                    many[label].append(took.stop())
                     if ids != want or batch != want:
                         differ.add(label)
             failed |= bool({"reference", "native"} & differ)
-            base = statistics.median(one["reference"])
+            base = _Took.median(one["reference"])
             for label in engines:
-                single, multi = statistics.median(one[label]), statistics.median(many[label])
                 note = f"{wrong[label]}/{len(strings)}"
                 if label == "native":
                     note += f" ({declined} declined to the reference)"
                 if label in differ:
                     note += "; ids differ on this text"
-                print(
-                    f"| {name} | {len(data) / 1e6:.2f} | {label} | {single * 1e3:.0f} "
-                    f"| {len(data) / single / 1e6:.1f} | {base / single:.1f} "
-                    f"| {multi * 1e3:.0f} | {len(data) / multi / 1e6:.1f} | {note} |",
-                    flush=True,
-                )
+                for threads, times in (("1", one[label]), (f"all {cores}", many[label])):
+                    row = _Took.median(times).cells(base, len(data))
+                    row = f"| {name} | {len(data) / 1e6:.2f} | {label} | {threads} | {row} |"
+                    print(row, note, "|", flush=True)
     return failed
+
+
+class _Took(NamedTuple):
+    """Seconds of one encode: wall clock, and CPU (all of the process's threads), which a
+    loaded machine's waits leave out: the single-core figure to read there."""
+
+    wall: float
+    cpu: float
+
+    @staticmethod
+    def start() -> _Took:
+        return _Took(time.perf_counter(), time.process_time())
+
+    def stop(self) -> _Took:
+        return _Took(time.perf_counter() - self.wall, time.process_time() - self.cpu)
+
+    @staticmethod
+    def median(took: list[_Took]) -> _Took:
+        return _Took(
+            statistics.median(t.wall for t in took), statistics.median(t.cpu for t in took)
+        )
+
+    def cells(self, base: _Took, size: int) -> str:
+        """Wall ms, MB/s and the reference's one-thread time over it, then the same of CPU."""
+        return " | ".join(
+            f"{t * 1e3:.0f} | {size / t / 1e6:.1f} | {b / t:.1f}"
+            for t, b in ((self.wall, base.wall), (self.cpu, base.cpu))
+        )
 
 
 def _ours(reference: Any, native: Any) -> dict[str, Peer]:

@@ -185,6 +185,16 @@ def test_blocks_are_probed_on_first_use(reference: Callable[[str], Tokenizer]) -
     assert table.probed.sum() >= 6
 
 
+def test_the_first_encode_probes_nothing(reference: Callable[[str], Tokenizer]) -> None:
+    """The constructor probes the block every text touches (the proxy builds the encoder at
+    start-up), so a first call of ASCII or Latin text builds no table."""
+    table = ClassTable()
+    encoder = NativeEncoder(ReferenceEncoder(reference("llama3")), classes=table)
+    built = table.version
+    assert_exact(reference("llama3"), encoder, "What is the capital of France? Café, naïve.")
+    assert table.version == built
+
+
 def test_threads_share_one_encoder(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:

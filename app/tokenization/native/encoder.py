@@ -80,6 +80,8 @@ class NativeEncoder:
         self._lock = threading.Lock()
         self._declined: Counter[str] = Counter()
         self._texts = 0
+        with _probe_lock:  # the block every text touches (ASCII) now, not in the first call
+            self.plan.classes.ensure(np.zeros(1, dtype=np.int64))
 
     def encode(self, text: str, utf8: bytes | None = None) -> tuple[IdArray, OffsetArray] | None:
         """The ids of ``text`` (``utf8``: its UTF-8 when the caller has it) and each token's

@@ -59,11 +59,11 @@ def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, A
     stops: list[int] = []
     gained: list[int] = []
     at = total = 0
-    span_begin = raw.span_begin.tolist()
+    after = np.searchsorted(raw.span_end, begin, side="right")  # each's first span ending after
+    listed = after < len(raw.span_begin)
+    if np.any(raw.span_begin[after[listed]] < end[listed]):  # it begins inside the window
+        return None
     for a, b in zip(begin.tolist(), end.tolist(), strict=True):
-        k = int(np.searchsorted(raw.span_end, a, side="right"))  # the first span ending after a
-        if k < len(span_begin) and span_begin[k] < b:
-            return None
         new = normalize("NFC", data[a:b].decode()).encode()
         if new == data[a:b]:
             continue
