@@ -154,3 +154,23 @@ def test_added_token_occurrences_are_the_longest_at_each_position(assets: dict[s
         assert list(guard.occurrences(data, lo, hi)) == expected
 
     run()
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3", "llama3"])
+def test_inside_a_token_prefix_is_every_suffix_checked(name: str, assets: dict[str, Path]) -> None:
+    """A position "could be inside" an added token exactly when some suffix of the bytes
+    before it is a proper prefix of one (the guard finds it with one anchored search)."""
+    spec = load_spec(assets[name])
+    guard = CutRules(spec)._guard
+    added = [t.content.encode() for t in spec.added_tokens if t.content]
+    prefixes = {t[:k] for t in added for k in range(1, len(t))}
+
+    @settings(max_examples=150, deadline=None)
+    @given(texts)
+    def run(text: str) -> None:
+        data = text.encode("utf-8")
+        for c in range(len(data) + 1):
+            expected = any(data[c - k : c] in prefixes for k in range(1, min(guard.longest, c + 1)))
+            assert guard._could_be_inside(data, c) == expected, (data, c)
+
+    run()
