@@ -198,15 +198,16 @@ class Toktier:
 
 
 def _calls(size: int, count: int) -> list[str]:
-    """The first call text of at least ``size`` characters and the ``count`` after it."""
+    """``count`` + 1 successive call texts whose sizes straddle ``size`` characters."""
     from loadtest.agent_sessions import MARKUPS, session_calls
 
     stream = session_calls(
         size, MARKUPS["qwen3"], target_chars=size * 2 + 10**6, append_chars=_MEAN_APPEND
     )
+    start = size - count * _MEAN_APPEND // 2
     texts: list[str] = []
     for text in stream:
-        if texts or len(text) >= size:
+        if texts or len(text) >= start:
             texts.append(text)
         if len(texts) > count:
             return texts

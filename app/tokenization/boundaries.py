@@ -104,11 +104,8 @@ class AddedTokenGuard:
         self._finder = (re.compile(starts), re.compile(trie_pattern(encoded))) if encoded else None
         # Proper prefixes of tokens: a position that no token can be "in the middle of" given
         # only the bytes before it cannot be crossed, whatever follows.
-        prefixes = {b[:k] for b in encoded for k in range(1, len(b))}
-        # Anchored at the end of the bytes searched: one C-level search per position.
-        self._prefix_ending = (
-            re.compile(b"(?:" + trie_pattern(prefixes) + rb")\Z") if prefixes else None
-        )
+        self._prefixes = {b[:k] for b in encoded for k in range(1, len(b))}
+        self._leads = [bytes([x]) for x in first_bytes]
         stripping = [b for t, b in zip(toks, encoded, strict=True) if t.strips]
         self._strip_finder = re.compile(trie_pattern(stripping)) if stripping else None
         # Normalized tokens are matched on normalized text: only ASCII is sure to be unchanged.
@@ -166,9 +163,15 @@ class AddedTokenGuard:
 
     def _could_be_inside(self, text: bytes, c: int) -> bool:
         """True when some suffix of text[:c] is a proper prefix of an added token."""
-        if self._prefix_ending is None:
-            return False
-        return self._prefix_ending.search(text, max(0, c - self.longest + 1), c) is not None
+        # Such a suffix starts at a token's first byte: only those are looked at (C-level).
+        lo = max(0, c - self.longest + 1)
+        for lead in self._leads:
+            at = text.rfind(lead, lo, c)
+            while at >= 0:
+                if text[at:c] in self._prefixes:
+                    return True
+                at = text.rfind(lead, lo, at)
+        return False
 
     def _strip_allows(self, text: bytes, c: int) -> bool:
         assert self._strip_finder is not None
