@@ -60,6 +60,8 @@ RULES: dict[str, dict[str, bytes]] = {
 # How far whitespace next to a cut may reach before stripping tokens make us refuse the cut.
 _STRIP_REACH = 128
 _WS_OR_WIDE = re.compile(rb"[\t\n\x0b\x0c\r \x80-\xff]*")
+_FIRST_BLOCK = 64
+"""Bytes a cut search scans first; each next block is twice as wide."""
 
 
 def trie_pattern(words: Iterable[bytes]) -> bytes:
@@ -95,11 +97,15 @@ class AddedTokenGuard:
         toks = [t for t in tokens if t.content]
         encoded = [t.content.encode("utf-8") for t in toks]
         self.longest = max((len(b) for b in encoded), default=0)
-        self._finder = re.compile(b"(?=(" + trie_pattern(encoded) + b"))") if encoded else None
+        # Occurrences start only at a token's first byte: those are found by a C-level scan,
+        # and the longest token is matched at each (``occurrences``).
+        first_bytes = sorted({b[0] for b in encoded})
+        starts = b"[" + b"".join(re.escape(bytes([x])) for x in first_bytes) + b"]"
+        self._finder = (re.compile(starts), re.compile(trie_pattern(encoded))) if encoded else None
         # Proper prefixes of tokens: a position that no token can be "in the middle of" given
         # only the bytes before it cannot be crossed, whatever follows.
         self._prefixes = {b[:k] for b in encoded for k in range(1, len(b))}
-        self._first_bytes = frozenset(b[0] for b in encoded)
+        self._leads = [bytes([x]) for x in first_bytes]
         stripping = [b for t, b in zip(toks, encoded, strict=True) if t.strips]
         self._strip_finder = re.compile(trie_pattern(stripping)) if stripping else None
         # Normalized tokens are matched on normalized text: only ASCII is sure to be unchanged.
@@ -111,11 +117,8 @@ class AddedTokenGuard:
         """(cut, start, far) for added-token occurrences [start, end) with an end in [lo, hi]
         that the split surely cuts out (no occurrence crosses either end); the verdict reads
         from ``start - reach`` up to ``far``."""
-        if self._finder is None:
-            return []
         found = []
-        for match in self._finder.finditer(text, max(0, lo - self.longest), hi + self.longest):
-            start, end = match.start(), match.start() + len(match.group(1))
+        for start, end in self.occurrences(text, max(0, lo - self.longest), hi + self.longest):
             if not (lo <= start <= hi or lo <= end <= hi):
                 continue
             at_start, at_end = self.right_reach(text, start), self.right_reach(text, end)
@@ -123,6 +126,19 @@ class AddedTokenGuard:
                 far = max(start + at_start, end + at_end)
                 found += [(c, start, far) for c in (start, end) if lo <= c <= hi]
         return found
+
+    def occurrences(self, text: bytes, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """(start, end) of the longest added token starting at each position in [lo, hi),
+        matched within ``text[:hi]``, in order."""
+        if self._finder is None:
+            return
+        starts, token = self._finder
+        match_at = token.match
+        for first in starts.finditer(text, lo, hi):
+            start = first.start()
+            match = match_at(text, start, hi)
+            if match is not None:
+                yield start, match.end()
 
     def right_reach(self, text: bytes, c: int) -> int | None:
         """None if an added-token match could cross ``c``; else how many bytes right of c that
@@ -142,16 +158,19 @@ class AddedTokenGuard:
 
     def _crossed(self, text: bytes, c: int) -> bool:
         lo = max(0, c - self.longest + 1)
-        for match in self._finder.finditer(text, lo, c + self.longest - 1):  # type: ignore[union-attr]
-            if match.start() < c < match.start() + len(match.group(1)):
-                return True
-        return False
+        found = self.occurrences(text, lo, c + self.longest - 1)
+        return any(start < c < end for start, end in found)
 
     def _could_be_inside(self, text: bytes, c: int) -> bool:
         """True when some suffix of text[:c] is a proper prefix of an added token."""
-        for k in range(1, min(self.longest, c + 1)):
-            if text[c - k] in self._first_bytes and text[c - k : c] in self._prefixes:
-                return True
+        # Such a suffix starts at a token's first byte: only those are looked at (C-level).
+        lo = max(0, c - self.longest + 1)
+        for lead in self._leads:
+            at = text.rfind(lead, lo, c)
+            while at >= 0:
+                if text[at:c] in self._prefixes:
+                    return True
+                at = text.rfind(lead, lo, at)
         return False
 
     def _strip_allows(self, text: bytes, c: int) -> bool:
@@ -212,6 +231,25 @@ class CutRules:
         last = 1 << 62 if open_ends[1] else region[1]
         lo = max(lo, region[0] + 1, first + 2, first + reach)
         hi = min(hi, region[1] - 1, last - 1)
+        # Blocks from the side the search starts at, growing: the cut a repair takes is
+        # usually a few bytes from the change, so the rest of the window is never scanned.
+        # Every verdict reads only its own position's neighbourhood, so the cuts of the
+        # blocks, in turn, are exactly the cuts of the whole window in order.
+        width = _FIRST_BLOCK
+        while lo <= hi:
+            if descending:
+                block, hi = (max(lo, hi - width + 1), hi), max(lo, hi - width + 1) - 1
+            else:
+                block, lo = (lo, min(hi, lo + width - 1)), min(hi, lo + width - 1) + 1
+            yield from self._block_cuts(text, block, (first, last), descending)
+            width *= 2
+
+    def _block_cuts(
+        self, text: bytes, block: tuple[int, int], bounds: tuple[int, int], descending: bool
+    ) -> Iterator[int]:
+        """``iter_cuts`` within ``block`` (inclusive), verdicts reading only ``bounds``."""
+        (lo, hi), (first, last) = block, bounds
+        reach = self._guard.reach
         # An edge's verdict also reads around the token's far end.
         edges = {
             c

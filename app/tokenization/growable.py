@@ -105,7 +105,15 @@ def _agrees(values: Array, pieces: Pieces) -> bool:
         if offset >= len(values):
             return True
         part = piece[: len(values) - offset]
-        if not np.array_equal(values[offset : offset + len(part)], part):
+        if not _equal(values[offset : offset + len(part)], part):
             return False
         offset += len(part)
     return offset >= len(values)
+
+
+def _equal(a: Array, b: Array) -> bool:
+    """``np.array_equal`` of two 1-D arrays of equal length; their bytes when the dtypes agree
+    (the usual case: a few values, where ``array_equal``'s own overhead dominates)."""
+    if a.dtype == b.dtype:
+        return a.tobytes() == b.tobytes()
+    return bool(np.array_equal(a, b))

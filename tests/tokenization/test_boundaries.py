@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.tokenization.boundaries import CutRules, trie_pattern
 from app.tokenizer_spec import load_spec
-from tests.adversarial import texts
+from tests.adversarial import long_texts, texts
 
 FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
 
@@ -103,3 +104,73 @@ def test_trie_pattern_prefers_the_longest_token() -> None:
     finder = re.compile(b"(?=(" + trie_pattern([b"<a", b"<ab>", b"<abc>", b"b"]) + b"))")
     found = [(m.start(), m.group(1)) for m in finder.finditer(b"x<abc><ab>b<a")]
     assert found == [(1, b"<abc>"), (3, b"b"), (6, b"<ab>"), (8, b"b"), (10, b"b"), (11, b"<a")]
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama3", "smollm2", "gpt2"])
+def test_window_cuts_are_the_positions_verdicts_in_order(
+    name: str, assets: dict[str, Path]
+) -> None:
+    """A window is searched in blocks from the side the search starts at: its cuts must be,
+    in order, exactly the positions each found stable on its own (a block border changes
+    nothing)."""
+    rules = CutRules(load_spec(assets[name]))
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(long_texts, st.data())
+    def run(text: str, draw: st.DataObject) -> None:
+        data = text.encode("utf-8")
+        n = len(data)
+        lo, hi = sorted(draw.draw(st.integers(0, n), label="window") for _ in range(2))
+        region = (draw.draw(st.integers(0, lo)), draw.draw(st.integers(hi, n)))
+        open_ends = (region[0] == 0 and draw.draw(st.booleans()), region[1] == n)
+        descending = draw.draw(st.booleans())
+        found = list(
+            rules.iter_cuts(data, lo, hi, region, open_ends=open_ends, descending=descending)
+        )
+        alone = [
+            c
+            for c in range(lo, hi + 1)
+            if c in rules.iter_cuts(data, c, c, region, open_ends=open_ends)
+        ]
+        assert found == (alone[::-1] if descending else alone)
+
+    run()
+
+
+def test_added_token_occurrences_are_the_longest_at_each_position(assets: dict[str, Path]) -> None:
+    guard = CutRules(load_spec(assets["qwen3"]))._guard
+    added = [t.content.encode() for t in load_spec(assets["qwen3"]).added_tokens]
+
+    @settings(max_examples=200, deadline=None)
+    @given(texts, st.data())
+    def run(text: str, draw: st.DataObject) -> None:
+        data = text.encode("utf-8")
+        lo, hi = sorted(draw.draw(st.integers(0, len(data))) for _ in range(2))
+        expected = []
+        for p in range(lo, hi):
+            fits = [len(t) for t in added if p + len(t) <= hi and data.startswith(t, p)]
+            if fits:
+                expected.append((p, p + max(fits)))
+        assert list(guard.occurrences(data, lo, hi)) == expected
+
+    run()
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3", "llama3"])
+def test_inside_a_token_prefix_is_every_suffix_checked(name: str, assets: dict[str, Path]) -> None:
+    """A position "could be inside" an added token exactly when some suffix of the bytes
+    before it is a proper prefix of one (the guard finds it with one anchored search)."""
+    spec = load_spec(assets[name])
+    guard = CutRules(spec)._guard
+    added = [t.content.encode() for t in spec.added_tokens if t.content]
+    prefixes = {t[:k] for t in added for k in range(1, len(t))}
+
+    @settings(max_examples=150, deadline=None)
+    @given(texts)
+    def run(text: str) -> None:
+        data = text.encode("utf-8")
+        for c in range(len(data) + 1):
+            expected = any(data[c - k : c] in prefixes for k in range(1, min(guard.longest, c + 1)))
+            assert guard._could_be_inside(data, c) == expected, (data, c)
+
+    run()
