@@ -1,12 +1,12 @@
 """Per-call session encode: ours against toktier 0.3.0's, interleaved in one run.
 
     python loadtest/bench_vs_toktier.py [--sizes 100000,1000000] [--calls 40]
-                                        [--toktier-venv /work/toktier-venv]
+                                        [--toktier-venv .toktier-venv]
 
 toktier runs in a virtual environment of its own, made with
 
-    python3 -m venv /work/toktier-venv
-    /work/toktier-venv/bin/pip install toktier==0.3.0 tokenizers==0.22.2 transformers==4.57.6
+    python3 -m venv .toktier-venv
+    .toktier-venv/bin/pip install toktier==0.3.0 tokenizers==0.22.2 transformers==4.57.6
 
 and this script starts that environment's python on itself (``--worker``): a child process
 that answers one JSON object per line on stdin/stdout and times its own calls.  Without the
@@ -269,7 +269,7 @@ def main() -> None:
     parser.add_argument(
         "--toktier-venv",
         type=Path,
-        default=Path(os.environ.get("TOKTIER_VENV", "/work/toktier-venv")),
+        default=Path(os.environ.get("TOKTIER_VENV", ROOT / ".toktier-venv")),
     )
     parser.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
