@@ -45,8 +45,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = UpstreamClient(settings, transport)
-        store = session_store(settings)
         app.state.sessions = sessions = SessionRegistry(memo_bytes(settings))
+        store = session_store(settings, sessions)
         app.state.telemetry = telemetry = Telemetry(settings)
         service: ChatService | None = None
         try:
@@ -54,6 +54,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 settings, client, store, sessions, telemetry
             )
             # The client APIs' own per-session memos (keyed by API and caller, see ``api``).
+            app.state.anthropic_body = BodyParser(sessions.slot("anthropic_body"))
             app.state.anthropic_translator = AnthropicTranslator(sessions.slot("anthropic"))
             app.state.responses_parsers = (
                 BodyParser(sessions.slot("responses_body"), array="input"),
@@ -85,10 +86,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     return app
 
 
-def session_store(settings: Settings) -> MemoryStore | RedisStore:
-    """This process's session state (text, ids and offsets: 5/16 of ``store_bytes``), and
-    Redis behind it when ``settings.store`` names one."""
-    local = MemoryStore(settings.store_bytes * 5 // 16)
+def session_store(settings: Settings, sessions: SessionRegistry) -> MemoryStore | RedisStore:
+    """This process's session states (text, ids and offsets), a slot of each session's
+    context in ``sessions``, and Redis behind them when ``settings.store`` names one."""
+    local = MemoryStore(registry=sessions)
     if settings.store == "memory":
         return local
     return RedisStore(
@@ -101,12 +102,11 @@ def session_store(settings: Settings) -> MemoryStore | RedisStore:
 
 
 def memo_bytes(settings: Settings) -> int:
-    """The per-session memos' share of ``store_bytes`` (bodies, translations, the scan, the
-    render memo, the last text, the id JSON, the pieces), in one LRU over sessions
-    (``SessionRegistry``): what the token states (5/16, ``session_store``) and the repaired
-    special-token pieces' states (1/32) leave."""
-    budget = settings.store_bytes
-    return budget - budget * 5 // 16 - budget // 32
+    """The budget of the one LRU over sessions (``SessionRegistry``) that holds everything
+    remembered of them (the token states, bodies, translations, the scan, the render memo,
+    the last text, the id JSON, the pieces): ``store_bytes``, but for what the repaired
+    special-token pieces' states keep apart (1/32)."""
+    return settings.store_bytes - settings.store_bytes // 32
 
 
 async def _build_service(
