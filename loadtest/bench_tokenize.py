@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.sessions import SessionTokenizer
+from app.sessions.tokenizer import store_key
 from app.tools import assets
 from loadtest.agent_sessions import MARKUPS, session_calls
 
@@ -78,7 +79,7 @@ def run_size(
     after = tok.explain()["counters"]
     searches = after.get("searches", 0) - before.get("searches", 0)
     accepted = after.get("first_window", 0) - before.get("first_window", 0)
-    state = tok.store.get(("bench", "s:bench/s"))
+    state = tok.store.get(store_key("bench/s"))
     assert state is not None
     bound = len(state.text) + 4 * len(state.ids)
     median = statistics.median(timings)

@@ -113,7 +113,7 @@ class SessionTokenizer:
         """
         _check_text(text)
         started = time.perf_counter()
-        key = _key_of(session, tenant) if session is not None else None
+        key = store_key(session, tenant) if session is not None else None
         scope = key[0] if key is not None else tenant or ""
         base = self.store.get(key) if key is not None else None
         base_key = key if base is not None else None
@@ -147,7 +147,7 @@ class SessionTokenizer:
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
-        self.store.drop(_key_of(session, tenant))
+        self.store.drop(store_key(session, tenant))
 
     def disable_repair(self, reason: str) -> None:
         """Encode every text in full from now on (``TranscriptEncoder.disable_repair``)."""
@@ -231,9 +231,10 @@ def _positions_in(text: str | PiecedText) -> Iterator[None]:
         raise
 
 
-def _key_of(session: str, tenant: str | None) -> SessionKey:
-    """``tenant/name`` -> (tenant, name); a session without "/" is ``tenant``'s.  Its context
-    is then the session itself: the proxy's other memos of it use the same key.  (A session
+def store_key(session: str, tenant: str | None = None) -> SessionKey:
+    """The store's key of ``session``: ``tenant/name`` -> (tenant, name); a session without
+    "/" is ``tenant``'s.  Its context is then ``session`` itself (``context_key``): the
+    proxy's other memos of it use the same key.  (A session
     named ``tenant/c:<n>`` shares its context with a keyless text, as if one session.)"""
     head, slash, name = session.partition("/")
     return (head, name) if slash else (tenant or "", session)
