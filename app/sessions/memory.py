@@ -140,14 +140,19 @@ class MemoryStore:
         return None if best is None else (best[1], best[2])
 
     def stats(self) -> dict[str, int]:
-        """The registry's figures (every memo of the sessions), and the token states'."""
-        figures = self.registry.stats()
+        """The token states' figures, and the registry's (``context_*``: every memo of the
+        sessions, what ``max_bytes`` bounds)."""
+        registry = self.registry.stats()
         with self.registry.lock:
-            return figures | {
-                "token_states": self._states,
-                "token_bytes": self._bytes,
-                "token_evictions": self._evictions,
+            return {
+                "sessions": self._states,
+                "bytes": self._bytes,
+                "max_bytes": registry["max_bytes"],
+                "evictions": self._evictions,
                 "refused_oversize": self._refused,
+                "contexts": registry["sessions"],
+                "context_bytes": registry["bytes"],
+                "context_evictions": registry["evictions"],
             }
 
     def added(self, key: str, value: object) -> None:

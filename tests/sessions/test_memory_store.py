@@ -37,7 +37,8 @@ def test_evicting_a_context_drops_its_state_and_its_content_lookup() -> None:
     assert store.get(key) is None and body.get("t/s:a") is None
     assert store.find_by_content("t", small.text + b" more") is None
     stats = store.stats()
-    assert (stats["token_states"], stats["token_bytes"], stats["token_evictions"]) == (0, 0, 1)
+    assert (stats["sessions"], stats["bytes"], stats["evictions"]) == (0, 0, 1)
+    assert stats["contexts"] == stats["context_evictions"] == 1
 
 
 def test_a_session_state_is_a_slot_of_the_sessions_context() -> None:
@@ -131,9 +132,10 @@ def test_states_and_memos_share_one_budget(ops: list[tuple[str, SessionKey, int]
             registry.forget(context)
         held = {c: cast(SessionState, v[SLOT][0]) for c, v in model.items() if SLOT in v}
         stats = store.stats()
-        assert stats["bytes"] == sum(s for c in model.values() for _, s in c.values()) <= budget
-        assert stats["token_states"] == len(held)
-        assert stats["token_bytes"] == sum(s.nbytes for s in held.values())
+        used = sum(s for c in model.values() for _, s in c.values())
+        assert stats["context_bytes"] == used <= budget
+        assert stats["sessions"] == len(held)
+        assert stats["bytes"] == sum(s.nbytes for s in held.values())
         for tenant in ("t", "u"):
             for one in states:
                 found = store.find_by_content(tenant, one.text)
