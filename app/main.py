@@ -45,8 +45,9 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = UpstreamClient(settings, transport)
-        store = session_store(settings)
-        app.state.sessions = sessions = SessionRegistry(memo_bytes(settings))
+        # everything remembered of the sessions, token states included: one LRU, one budget
+        app.state.sessions = sessions = SessionRegistry(settings.store_bytes)
+        store = session_store(settings, sessions)
         app.state.telemetry = telemetry = Telemetry(settings)
         service: ChatService | None = None
         try:
@@ -54,6 +55,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 settings, client, store, sessions, telemetry
             )
             # The client APIs' own per-session memos (keyed by API and caller, see ``api``).
+            app.state.anthropic_body = BodyParser(sessions.slot("anthropic_body"))
             app.state.anthropic_translator = AnthropicTranslator(sessions.slot("anthropic"))
             app.state.responses_parsers = (
                 BodyParser(sessions.slot("responses_body"), array="input"),
@@ -86,10 +88,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     return app
 
 
-def session_store(settings: Settings) -> MemoryStore | RedisStore:
-    """This process's session state (text, ids and offsets: 5/16 of ``store_bytes``), and
-    Redis behind it when ``settings.store`` names one."""
-    local = MemoryStore(settings.store_bytes * 5 // 16)
+def session_store(settings: Settings, sessions: SessionRegistry) -> MemoryStore | RedisStore:
+    """This process's session states (text, ids and offsets), a slot of each session's
+    context in ``sessions``, and Redis behind them when ``settings.store`` names one."""
+    local = MemoryStore(registry=sessions)
     if settings.store == "memory":
         return local
     return RedisStore(
@@ -99,14 +101,6 @@ def session_store(settings: Settings) -> MemoryStore | RedisStore:
         ttl_s=settings.store_ttl,
         timeout_s=settings.redis_timeout,
     )
-
-
-def memo_bytes(settings: Settings) -> int:
-    """The per-session memos' share of ``store_bytes`` (bodies, translations, the scan, the
-    render memo, the last text, the id JSON, the pieces and their states), in one LRU over
-    sessions (``SessionRegistry``): what the token states (5/16, ``session_store``) leave."""
-    budget = settings.store_bytes
-    return budget - budget * 5 // 16
 
 
 async def _build_service(

@@ -96,10 +96,8 @@ def tokenizer_rows(args: argparse.Namespace) -> bool:
     print("|---|---|---|---|---|---|---|---|")
     failed = False
     for name in args.tokenizers.split(","):
-        whole = SessionTokenizer.from_file(paths[name], parallel_chunk=0, recent_text_bytes=0)
-        chunked = SessionTokenizer.from_file(
-            paths[name], parallel_chunk=args.chunk, recent_text_bytes=0
-        )
+        whole = SessionTokenizer.from_file(paths[name], parallel_chunk=0)
+        chunked = SessionTokenizer.from_file(paths[name], parallel_chunk=args.chunk)
         rules = CutRules(chunked.spec)
         for size in (int(s) for s in args.sizes.split(",")):
             text = _transcript(name, size)

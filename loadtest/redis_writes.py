@@ -33,6 +33,7 @@ from app.sessions import SessionTokenizer  # noqa: E402
 from app.sessions.memory import MemoryStore  # noqa: E402
 from app.sessions.redis_store import RedisStore  # noqa: E402
 from app.sessions.store_entry import fingerprint  # noqa: E402
+from app.sessions.tokenizer import store_key  # noqa: E402
 from app.tokenization.state import SessionState  # noqa: E402
 from app.tools import assets  # noqa: E402
 from loadtest.agent_sessions import MARKUPS, session_calls  # noqa: E402
@@ -45,7 +46,7 @@ def stored_states(tokenizer: Path, texts: Iterable[str]) -> list[SessionState]:
     states = []
     for text in texts:
         tok.encode(text, session="t/s")
-        state = store.get(("t", "s:t/s"))
+        state = store.get(store_key("t/s"))
         assert state is not None
         states.append(state)
     return states

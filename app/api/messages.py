@@ -24,7 +24,7 @@ from app.api.responses import json_response
 from app.protocol.anthropic_reply import MessageStream, message_from_completion
 from app.protocol.anthropic_request import ChatTranslator, to_chat_body
 from app.protocol.error_bodies import ApiName, Refusal
-from app.protocol.incremental_json import ParsedBody
+from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.protocol.openai_chat import ChatRequest, parse_chat_request
 from app.service.callers import Caller, caller_of
 from app.service.chat import ChatService
@@ -70,8 +70,11 @@ class _Call:
 class MessagesApi(ClientApi):
     name: ApiName = "messages"
     paths = ("/v1/messages", "/v1/messages/count_tokens")
-    memo_prefix = "anthropic:"
-    """Anthropic bodies are remembered apart from chat bodies of the same caller."""
+
+    def parser(self, app: FastAPI) -> BodyParser:
+        """Anthropic bodies are remembered apart from chat bodies of the same caller."""
+        parser: BodyParser = app.state.anthropic_body
+        return parser
 
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
         strip = app.state.settings.strip_billing_line

@@ -2,9 +2,10 @@
 pipeline (``app.api.pipeline``) translating to the canonical chat request
 (``responses_request``) and the chat chunks back (``responses_stream``).
 
-The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``,
-keyed ``"responses:" + body_key``, and a ``ChatTranslator`` translates only the items the
-parser found appended; ``create_app`` builds both inside the session budget.  Errors before the
+The request body is parsed incrementally like chat's, by a ``BodyParser`` over ``input``
+keyed by the caller (``callers.edge_caller``) in a slot of its own, and a ``ChatTranslator``
+translates only the items the parser found appended; ``create_app`` builds both inside the
+session budget.  Errors before the
 upstream accepted the request are OpenAI error JSON with their status; after it, the stream
 ends with ``response.failed``.
 """
@@ -75,7 +76,6 @@ class _Call:
 class ResponsesApi(ClientApi):
     name: ApiName = "responses"
     paths = ("/v1/responses",)
-    memo_prefix = "responses:"
     streamed_refusals = (ContextOverflowError,)
     """OpenAI streams a context overflow as ``response.failed`` (Codex reads its code there)."""
 

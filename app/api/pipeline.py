@@ -28,7 +28,7 @@ from app.errors import TokspliceError
 from app.protocol.error_bodies import ApiName, Refusal
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.protocol.openai_chat import ChatRequest
-from app.service.callers import body_key, caller_of
+from app.service.callers import edge_caller
 from app.service.chat import ChatService
 from app.telemetry.timings import Timings
 from app.telemetry.trace_context import RequestTrace
@@ -77,14 +77,13 @@ class ClientApi(ABC):
     """Its routes (``routes_of``), the chat call's first; ``app.api.errors`` answers every
     path under them in this API's error format, also before a route ran (an unknown path, a
     missing key)."""
-    memo_prefix = ""
-    """Prepended to the caller's body key: each API's bodies are remembered apart."""
     streamed_refusals: tuple[type[TokspliceError], ...] = ()
     """Refusals (before the upstream was asked) that this API's own server answers a stream
     with as a failed stream, not as an HTTP error."""
 
     def parser(self, app: FastAPI) -> BodyParser:
-        """The per-session body memo that parses this API's bodies."""
+        """The per-session body memo that parses this API's bodies (a slot of its own per API:
+        a caller's bodies of two APIs are remembered apart, in the caller's one context)."""
         service: ChatService = app.state.chat
         return service.bodies
 
@@ -113,13 +112,13 @@ async def serve(request: Request, api: ClientApi) -> Response:
     timings = Timings(received=time.perf_counter(), api=api.name, trace=trace)
     service: ChatService = request.app.state.chat
     limit = request.app.state.settings.max_body_bytes
-    key = api.memo_prefix + body_key(request.headers)
-    parsed = await json_body(request, limit, timings, api.parser(request.app), key)
-    call = api.call(request.app, parsed, key)
+    edge = edge_caller(request.headers)  # the one key of the body memos
+    parsed = await json_body(request, limit, timings, api.parser(request.app), edge.key)
+    call = api.call(request.app, parsed, edge.key)
     chat = call.chat
     parsed.valid()
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
-    caller = caller_of(request.headers, parsed.body)
+    caller = edge.with_body(parsed.body)
     try:
         prepared = await service.prepare(
             chat, caller, timings, continuation=parsed.reused_messages > 0

@@ -9,13 +9,20 @@ of the conversation's first user message, which stays put while an agent session
 system prompt may not: Claude Code's changes every call).  Two conversations that open with
 the same request share a key: ids stay exact (every call is checked against the stored
 text), they only repair from each other's state.
+
+The key is computed once, at the edge, before the body is parsed (``edge_caller``): when the
+headers name the session, ``tenant/s:<session>`` keys everything remembered of it, the body
+memos included (one context, ``app.sessions.registry``).  When only the body can say
+(``prompt_cache_key``, or the first user message), the body memos, which run before it is
+parsed, can be keyed by the caller only: ``tenant/-``, one context per caller holding the
+previous body of each client API, beside the conversation's own context (``session_key``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -30,25 +37,38 @@ class Caller:
     tenant: str
     session: str | None
     """The client's conversation id, when it sent one."""
+    key: str = field(init=False)
+    """``tenant/s:<session>``, else ``tenant/-``: the registry key of what is known of the
+    caller so far (see the module's docstring)."""
+
+    def __post_init__(self) -> None:
+        named = f"s:{self.session}" if self.session is not None else "-"
+        object.__setattr__(self, "key", f"{self.tenant}/{named}")
+
+    def with_body(self, body: Mapping[str, Any]) -> Caller:
+        """The caller once its body is parsed: the body's ``prompt_cache_key`` names the
+        session when the headers did not."""
+        cache_key = body.get("prompt_cache_key")
+        if self.session is not None or not isinstance(cache_key, str):
+            return self
+        return Caller(tenant=self.tenant, session=cache_key[:_MAX_SESSION_CHARS])
+
+
+def edge_caller(headers: Mapping[str, str]) -> Caller:
+    """The caller as its headers say, before the body is read: its ``key`` keys the body
+    memos (``incremental_json``, the client translators)."""
+    return Caller(tenant=_tenant(headers), session=_header_session(headers))
 
 
 def caller_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> Caller:
-    session = _header_session(headers)
-    if session is None and isinstance(body.get("prompt_cache_key"), str):
-        session = body["prompt_cache_key"][:_MAX_SESSION_CHARS]
-    return Caller(tenant=_tenant(headers), session=session)
-
-
-def body_key(headers: Mapping[str, str]) -> str:
-    """Whose previous request body a new one is compared with (see ``incremental_json``):
-    the caller's session when it names one, else the caller's last keyless request."""
-    return f"{_tenant(headers)}/{_header_session(headers) or ''}"
+    return edge_caller(headers).with_body(body)
 
 
 def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
-    """``tenant/conversation``, the key the session tokenizer and id cache use."""
+    """``tenant/conversation``, the key the session tokenizer and id cache use: the caller's
+    own key when it names its session, else a digest of the first user message."""
     if caller.session is not None:
-        return f"{caller.tenant}/s:{caller.session}"
+        return caller.key
     first = next((m for m in messages if m.get("role") == "user"), messages[0])
     opening = orjson.dumps(first, option=orjson.OPT_SORT_KEYS)
     return f"{caller.tenant}/m:{hashlib.blake2b(opening, digest_size=12).hexdigest()}"

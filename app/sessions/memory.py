@@ -1,4 +1,9 @@
-"""The in-memory session store (LRU, bounded in bytes, thread-safe).
+"""The in-memory session store: each session's token state is the ``tokens`` slot of its
+context in the ``SessionRegistry``, the one LRU (bounded in bytes, thread-safe) of everything
+remembered of a session, so that an eviction takes a session's state and its other memos
+together.  A ``SessionKey`` (tenant, name) lives in the context ``tenant/name``
+(``context_key``): the proxy's session keys are ``tenant/s:...`` or ``tenant/m:...``, the
+very keys of the session's other memos; keyless callers' texts are ``tenant/c:<n>``.
 
 Callers that race on one session each work from a consistent snapshot (states are immutable,
 ``tokenization.state``); the last writer wins, and every state written is exact for its own
@@ -8,16 +13,18 @@ Content lookup (no session key) indexes each text by a checksum of the 256 bytes
 anchor lengths (256, 1K, 4K, ... bytes).  That costs O(1) per write.  A checksum hit only
 proposes a candidate: its common prefix is measured bytewise (the longest wins), and a candidate
 that differs near the start counts only if the anchor's bytes themselves match.  Whatever is
-returned is just a base for the diff, which verifies every byte it reuses.
+returned is just a base for the diff, which verifies every byte it reuses.  The index is the
+token slot's ``SlotIndex``: kept, and read, under the registry's lock, it loses a state when
+the registry evicts its context.
 """
 
 from __future__ import annotations
 
-import threading
 import zlib
-from collections import OrderedDict
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, cast
 
+from app.sessions.registry import SessionRegistry
 from app.tokenization.diff import common_prefix
 from app.tokenization.state import SessionState
 
@@ -27,6 +34,13 @@ SessionKey = tuple[str, str]
 _ANCHOR_SPAN = 256
 _ANCHORS = tuple(_ANCHOR_SPAN * 4**k for k in range(12))
 _MAX_CANDIDATES = 8
+SLOT = "tokens"
+"""The registry slot of the token states."""
+
+
+def context_key(key: SessionKey) -> str:
+    """The registry key of the session ``key`` names: ``tenant/name``."""
+    return f"{key[0]}/{key[1]}"
 
 
 def anchors(text: bytes) -> list[tuple[int, int]]:
@@ -39,7 +53,12 @@ def anchors(text: bytes) -> list[tuple[int, int]]:
 
 
 class SessionStore(Protocol):
-    """What the session tokenizer needs from a store (memory now; shared backends later)."""
+    """What the session tokenizer needs from a store (memory, or Redis behind it)."""
+
+    @property
+    def registry(self) -> SessionRegistry:
+        """Where the sessions' contexts are (the token states' and the other memos')."""
+        ...
 
     def get(self, key: SessionKey) -> SessionState | None: ...
 
@@ -54,53 +73,58 @@ class SessionStore(Protocol):
     def stats(self) -> dict[str, int]: ...
 
 
-class MemoryStore:
-    """LRU over whole sessions, evicting the least recently used until under ``max_bytes``."""
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    key: SessionKey
+    """Checked on reads: two keys may name one context (a tenant holding a "/")."""
+    state: SessionState
+    marks: tuple[tuple[int, int], ...]
+    """``anchors(state.text)``, computed before the lock is taken."""
 
-    def __init__(self, max_bytes: int = 512 << 20) -> None:
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._states: OrderedDict[SessionKey, SessionState] = OrderedDict()
-        self._index: dict[tuple[str, int, int], dict[SessionKey, None]] = {}
+
+class MemoryStore:
+    """Token states in the ``tokens`` slot of ``registry`` (one of ``max_bytes`` when None);
+    its budget bounds them together with every other memo of the sessions."""
+
+    def __init__(
+        self, max_bytes: int = 512 << 20, *, registry: SessionRegistry | None = None
+    ) -> None:
+        self.registry = registry if registry is not None else SessionRegistry(max_bytes)
+        # Under the registry's lock, as the slot index's callbacks run:
+        self._index: dict[tuple[str, int, int], dict[SessionKey, SessionState]] = {}
+        self._states = 0
         self._bytes = 0
         self._evictions = 0
         self._refused = 0
+        self.registry.slot(SLOT, index=self)
+
+    @property
+    def max_bytes(self) -> int:
+        return self.registry.max_bytes
 
     def get(self, key: SessionKey) -> SessionState | None:
-        with self._lock:
-            state = self._states.get(key)
-            if state is not None:
-                self._states.move_to_end(key)
-            return state
+        stored = cast("_Stored | None", self.registry.value(context_key(key), SLOT))
+        return stored.state if stored is not None and stored.key == key else None
 
     def put(self, key: SessionKey, state: SessionState) -> None:
-        with self._lock:
-            self._remove(key)
-            if state.nbytes > self.max_bytes:
+        stored = _Stored(key, state, tuple(anchors(state.text)))
+        if not self.registry.store(context_key(key), SLOT, stored, state.nbytes):
+            with self.registry.lock:
                 self._refused += 1
-                return
-            self._states[key] = state
-            self._bytes += state.nbytes
-            for length, mark in anchors(state.text):
-                self._index.setdefault((key[0], length, mark), {})[key] = None
-            while self._bytes > self.max_bytes:
-                oldest = next(iter(self._states))
-                self._remove(oldest)
-                self._evictions += 1
 
     def drop(self, key: SessionKey) -> None:
-        with self._lock:
-            self._remove(key)
+        self.registry.discard(context_key(key), SLOT)
 
     def find_by_content(self, tenant: str, text: bytes) -> tuple[SessionKey, SessionState] | None:
         """The stored text of ``tenant`` sharing the longest prefix with ``text`` (verified)."""
         marks = anchors(text)
         candidates: dict[SessionKey, tuple[int, SessionState]] = {}
-        with self._lock:
+        with self.registry.lock:
             for length, mark in reversed(marks):
-                for key in reversed(self._index.get((tenant, length, mark), {})):
+                bucket = self._index.get((tenant, length, mark), {})
+                for key in reversed(bucket):
                     if key not in candidates:
-                        candidates[key] = (length, self._states[key])
+                        candidates[key] = (length, bucket[key])
                 if len(candidates) >= _MAX_CANDIDATES:
                     break
         best: tuple[int, SessionKey, SessionState] | None = None
@@ -116,23 +140,40 @@ class MemoryStore:
         return None if best is None else (best[1], best[2])
 
     def stats(self) -> dict[str, int]:
-        with self._lock:
+        """The token states' figures, and the registry's (``context_*``: every memo of the
+        sessions, what ``max_bytes`` bounds)."""
+        registry = self.registry.stats()
+        with self.registry.lock:
             return {
-                "sessions": len(self._states),
+                "sessions": self._states,
                 "bytes": self._bytes,
-                "max_bytes": self.max_bytes,
+                "max_bytes": registry["max_bytes"],
                 "evictions": self._evictions,
                 "refused_oversize": self._refused,
+                "contexts": registry["sessions"],
+                "context_bytes": registry["bytes"],
+                "context_evictions": registry["evictions"],
             }
 
-    def _remove(self, key: SessionKey) -> None:
-        state = self._states.pop(key, None)
-        if state is None:
-            return
-        self._bytes -= state.nbytes
-        for length, mark in anchors(state.text):
-            bucket = self._index.get((key[0], length, mark))
+    def added(self, key: str, value: object) -> None:
+        """``SlotIndex``: a state was stored."""
+        stored = cast("_Stored", value)
+        tenant = stored.key[0]
+        for length, mark in stored.marks:
+            self._index.setdefault((tenant, length, mark), {})[stored.key] = stored.state
+        self._states += 1
+        self._bytes += stored.state.nbytes
+
+    def removed(self, key: str, value: object, *, evicted: bool) -> None:
+        """``SlotIndex``: a state left (replaced, dropped, or evicted with its context)."""
+        stored = cast("_Stored", value)
+        tenant = stored.key[0]
+        for length, mark in stored.marks:
+            bucket = self._index.get((tenant, length, mark))
             if bucket is not None:
-                bucket.pop(key, None)
+                bucket.pop(stored.key, None)
                 if not bucket:
-                    del self._index[(key[0], length, mark)]
+                    del self._index[(tenant, length, mark)]
+        self._states -= 1
+        self._bytes -= stored.state.nbytes
+        self._evictions += evicted

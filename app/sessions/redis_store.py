@@ -122,6 +122,7 @@ class RedisStore:
         """``tokenizer`` is ``store_entry.fingerprint`` of the tokenizer.json in use;
         ``batch_s``: how long the writer lets writes gather before a round trip."""
         self.local = local
+        self.registry = local.registry
         self._tokenizer = tokenizer
         self._namespace = f"{prefix}:{tokenizer.hex()}:".encode()
         self._ttl_ms = max(1, int(ttl_s * 1000))

@@ -7,7 +7,8 @@
 
 The ids always equal the reference encode of the whole text (``TranscriptEncoder``); this
 class finds the state to repair from (the session's, else the tenant's stored text sharing
-the longest prefix) and keeps the new one in the store.
+the longest prefix) and keeps the new one in the store.  The state and the last text of a
+session are slots of one context of the store's registry: ``context_key`` of its key.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from typing import Any
 from app.errors import InvalidTextError
 from app.memos import Memos
 from app.pieced_text import EncodedPieces, PiecedText, joined
-from app.sessions.memory import MemoryStore, SessionKey, SessionStore
-from app.sessions.registry import SessionRegistry
+from app.sessions.memory import MemoryStore, SessionKey, SessionStore, context_key
 from app.tokenization.diff import common_prefix
 from app.tokenization.gpu_route import GpuColdStarts
 from app.tokenization.reference import ReferenceEncoder
@@ -52,10 +52,10 @@ class SessionTokenizer:
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
         recent: Memos[RecentText] | None = None,
-        recent_text_bytes: int = 256 << 20,
     ) -> None:
-        """``recent``: the text each session was last encoded from (a registry of its own of
-        ``recent_text_bytes`` when None).  An accelerator beside the store, not part of a
+        """``store``: a ``MemoryStore`` of ``store_bytes`` when None.  ``recent``: the text each
+        session was last encoded from (a slot of the store's registry when None, so that one
+        budget bounds both).  An accelerator beside the store, not part of a
         session's state: when a new text starts with the previous one (a plain append),
         ``str.startswith`` proves it without re-encoding the whole transcript to UTF-8, which
         costs more than anything else at millions of characters; a pieced text is kept with
@@ -64,7 +64,7 @@ class SessionTokenizer:
         self.encoder = encoder
         self.store: SessionStore = store if store is not None else MemoryStore(store_bytes)
         self._recent: Memos[RecentText] = (
-            recent if recent is not None else SessionRegistry(recent_text_bytes).slot("recent")
+            recent if recent is not None else self.store.registry.slot("recent")
         )
         self._lock = threading.Lock()
         self._content_keys = 0
@@ -77,13 +77,11 @@ class SessionTokenizer:
         store: SessionStore | None = None,
         store_bytes: int = 512 << 20,
         recent: Memos[RecentText] | None = None,
-        recent_text_bytes: int = 256 << 20,
         **options: Any,
     ) -> SessionTokenizer:
         """Load a tokenizer.json; ``options`` as for ``TranscriptEncoder.from_file``."""
         encoder = TranscriptEncoder.from_file(path, **options)
-        kept = {"store_bytes": store_bytes, "recent_text_bytes": recent_text_bytes}
-        return cls(encoder, store=store, recent=recent, **kept)
+        return cls(encoder, store=store, store_bytes=store_bytes, recent=recent)
 
     @property
     def reference(self) -> ReferenceEncoder:
@@ -108,17 +106,18 @@ class SessionTokenizer:
         """Exact ids of ``text``.
 
         ``session`` ("tenant/conversation") names the stored transcript to repair from; its part
-        before the first "/" is the tenant.  Without it, the tenant's stored transcript sharing
-        the longest prefix is used.  ``tenant`` scopes content lookup when there is no session.
+        before the first "/" is the tenant (else ``tenant`` is).  Without it, the tenant's
+        stored transcript sharing the longest prefix is used.  ``tenant`` scopes content lookup
+        when there is no session.
         A ``PiecedText`` (a rendered prompt) is joined only when the text is encoded whole.
         """
         _check_text(text)
         started = time.perf_counter()
-        scope = _tenant_of(session, tenant)
-        key: SessionKey | None = (scope, "s:" + session) if session is not None else None
+        key = store_key(session, tenant) if session is not None else None
+        scope = key[0] if key is not None else tenant or ""
         base = self.store.get(key) if key is not None else None
         base_key = key if base is not None else None
-        related = self._related_bytes(session, text, base)
+        related = self._related_bytes(key, text, base)
         prefix: int | None = None
         if related is not None:
             data, prefix, recent = related
@@ -139,7 +138,7 @@ class SessionTokenizer:
             self.store.put(key, core)
         if session is not None:
             size = sys.getsizeof(recent) if isinstance(recent, str) else recent.nbytes
-            self._recent.put(session, (recent, weakref.ref(core)), size)
+            self._recent.put(context_key(key), (recent, weakref.ref(core)), size)
         ids = self.encoder.framed(text, core.ids, add_special_tokens)
         full_bytes = len(data) if route in WHOLE else None
         copied = outcome.copied if ids is core.ids else None
@@ -148,7 +147,7 @@ class SessionTokenizer:
 
     def forget(self, session: str, *, tenant: str | None = None) -> None:
         """Drop a session's stored state (its next call encodes in full)."""
-        self.store.drop((_tenant_of(session, tenant), "s:" + session))
+        self.store.drop(store_key(session, tenant))
 
     def disable_repair(self, reason: str) -> None:
         """Encode every text in full from now on (``TranscriptEncoder.disable_repair``)."""
@@ -162,16 +161,16 @@ class SessionTokenizer:
         }
 
     def _related_bytes(
-        self, session: str | None, text: str | PiecedText, base: SessionState | None
+        self, key: SessionKey | None, text: str | PiecedText, base: SessionState | None
     ) -> tuple[bytes, int, Recent] | None:
         """(UTF-8 of ``text``, its common prefix with ``base.text``, what to remember of
         ``text``) built from ``base`` without encoding all of ``text``, when it is related to
         the text ``base`` was encoded from: a ``str`` that starts with it (``str.startswith``),
         or a ``PiecedText`` whose pieces mostly equal its pieces at the same positions
         (``EncodedPieces.successor``); else None."""
-        if session is None or base is None:
+        if key is None or base is None:
             return None
-        remembered = self._recent.get(session)
+        remembered = self._recent.get(context_key(key))
         if remembered is None or remembered[1]() is not base:
             return None
         previous = remembered[0]
@@ -232,7 +231,10 @@ def _positions_in(text: str | PiecedText) -> Iterator[None]:
         raise
 
 
-def _tenant_of(session: str | None, tenant: str | None) -> str:
-    if session is not None and "/" in session:
-        return session.split("/", 1)[0]
-    return tenant or ""
+def store_key(session: str, tenant: str | None = None) -> SessionKey:
+    """The store's key of ``session``: ``tenant/name`` -> (tenant, name); a session without
+    "/" is ``tenant``'s.  Its context is then ``session`` itself (``context_key``): the
+    proxy's other memos of it use the same key.  (A session
+    named ``tenant/c:<n>`` shares its context with a keyless text, as if one session.)"""
+    head, slash, name = session.partition("/")
+    return (head, name) if slash else (tenant or "", session)

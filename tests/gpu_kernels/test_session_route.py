@@ -14,6 +14,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from app.sessions import SessionTokenizer
+from app.sessions.tokenizer import store_key
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.reference import IdArray, ReferenceEncoder
 from gpu_kernels import is_available
@@ -43,7 +44,7 @@ def _check_session(tok: SessionTokenizer, reference: Tokenizer, text: str) -> No
     first = tok.encode(text, session="t/s")
     assert first.route == "gpu"
     assert first.ids.tolist() == reference.encode(text, add_special_tokens=False).ids
-    state = tok.store.get(("t", "s:t/s"))
+    state = tok.store.get(store_key("t/s"))
     assert state is not None
     assert np.array_equal(state.ends, ReferenceEncoder(reference).encode(text)[1])
     for grown in (text + " and then 12345 more\n", text[: len(text) // 2] + "!" + text):

@@ -12,6 +12,7 @@ from app.config import Settings
 from app.main import session_store
 from app.sessions.memory import MemoryStore
 from app.sessions.redis_store import RedisStore
+from app.sessions.registry import SessionRegistry
 from tests.services import RedisServer
 
 
@@ -19,12 +20,13 @@ def test_store_setting(
     assets: dict[str, Path], redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOKSPLICE_TOKENIZER", str(assets["qwen3"]))
-    assert isinstance(session_store(Settings()), MemoryStore)
+    sessions = SessionRegistry(1 << 20)
+    assert isinstance(session_store(Settings(), sessions), MemoryStore)
     monkeypatch.setenv("TOKSPLICE_STORE", redis_server.url)
     settings = Settings()
-    store = session_store(settings)
+    store = session_store(settings, sessions)
     try:
-        assert isinstance(store, RedisStore)
+        assert isinstance(store, RedisStore) and store.registry is sessions
         assert settings.store_ttl == 86400 and settings.redis_timeout == 0.1
     finally:
         store.close()

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.sessions import SessionTokenizer
+from app.sessions.tokenizer import store_key
 from app.tokenization.reference import ReferenceEncoder
 from tests.adversarial import texts
 
@@ -47,7 +48,7 @@ def grow(tok: SessionTokenizer, reference: ReferenceEncoder, session: str, parts
         enc = tok.encode(text, session=session)
         ids, ends = reference.encode(text)
         np.testing.assert_array_equal(enc.ids, ids)
-        stored = tok.store.get(("t", "s:" + session))
+        stored = tok.store.get(store_key(session))
         assert stored is not None
         np.testing.assert_array_equal(stored.ends, ends)
         routes.append(enc.route)
