@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,9 @@ def prepend_spaces(text: str, *, at_start: bool = True) -> str:
     return SPACE + body if at_start and text else body
 
 
+_ENTRY_BYTES = 256  # an entry's own objects, beside its tail's dumped BPE state
+
+
 @dataclass(frozen=True, slots=True)
 class _Tail:
     """The open last segment of a stored text: its BPE state and where its pending ids start.
@@ -52,6 +56,13 @@ class _Tail:
     pending_from: int  # index in the stored ids of the segment's first pending id
     raw_from: int  # byte offset in the text where that id's bytes start
     first_char: int  # when that id is the segment's first: its first character's UTF-8 size
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    state: weakref.ref[SessionState]
+    tail: _Tail | None
+    nbytes: int
 
 
 class BpeAppender:
@@ -76,8 +87,11 @@ class BpeAppender:
             self._raw_length[token_id] = length
         for content, token_id in self._special.items():
             self._raw_length[token_id] = len(content.encode())
-        # by id() of the state, which the entry holds (so the id is not reused while stored)
-        self._tails: OrderedDict[int, tuple[SessionState, _Tail | None]] = OrderedDict()
+        # by id() of the state, held weakly: a tail lives only as long as its state (which the
+        # session registry holds and evicts); a dead state's id is queued by its weakref's
+        # callback and purged under the lock (the callback itself takes no lock)
+        self._tails: OrderedDict[int, _Entry] = OrderedDict()
+        self._dead: list[int] = []
         self._bytes = 0
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -86,7 +100,8 @@ class BpeAppender:
     def for_file(cls, path: str | Path, *, max_bytes: int = 256 << 20) -> BpeAppender | None:
         """An appender when the file's text is BPE-encoded without pre-split, else None.
 
-        ``max_bytes`` bounds the states it keeps alive (LRU; usually the store holds them too).
+        ``max_bytes`` bounds the tails it keeps (LRU); each is dropped with its state, which
+        it holds weakly, so it keeps no evicted state alive.
         """
         document = json.loads(Path(path).read_text(encoding="utf-8"))
         normalizer = document.get("normalizer")
@@ -124,9 +139,9 @@ class BpeAppender:
         """The state of ``data`` (``base.text`` plus appended bytes), or None if not provable."""
         with self._lock:
             entry = self._tails.get(id(base))
-        if entry is None or entry[0] is not base:
+        if entry is None or entry.state() is not base:
             return None
-        tail = entry[1]
+        tail = entry.tail
         if len(data) == len(base.text):
             return base
         added = data[len(base.text) :].decode("utf-8")
@@ -234,9 +249,37 @@ class BpeAppender:
         return end
 
     def _put(self, state: SessionState, tail: _Tail | None) -> None:
+        key = id(state)
+        size = _ENTRY_BYTES + (len(tail.state) if tail is not None else 0)
+        dead = self._dead
+
+        def died(_: weakref.ref[SessionState]) -> None:
+            dead.append(key)
+
+        entry = _Entry(weakref.ref(state, died), tail, size)
         with self._lock:
-            old = self._tails.pop(id(state), None)
-            self._bytes += state.nbytes - (old[0].nbytes if old else 0)
-            self._tails[id(state)] = (state, tail)
+            self._purge()
+            self._remove(key)
+            self._tails[key] = entry
+            self._bytes += size
             while self._bytes > self._max_bytes and len(self._tails) > 1:
-                self._bytes -= self._tails.popitem(last=False)[1][0].nbytes
+                self._bytes -= self._tails.popitem(last=False)[1].nbytes
+
+    def _purge(self) -> None:
+        """Drops the entries of states that died (under the lock)."""
+        while self._dead:
+            key = self._dead.pop()
+            entry = self._tails.get(key)
+            if entry is not None and entry.state() is None:
+                self._remove(key)
+
+    def _remove(self, key: int) -> None:
+        entry = self._tails.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry.nbytes
+
+    def held(self) -> tuple[int, int]:
+        """(tails kept, their bytes)."""
+        with self._lock:
+            self._purge()
+            return len(self._tails), self._bytes

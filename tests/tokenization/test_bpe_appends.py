@@ -5,6 +5,7 @@ them split across calls, user-defined pieces, spaces, emoji, real text."""
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,3 +92,23 @@ def test_literal_metaspace_takes_the_full_path(tokenizers, references):
 def test_files_with_a_pre_split_get_no_appender(assets: dict[str, Path]):
     assert SessionTokenizer.from_file(assets["gpt2"]).encoder._appender is None
     assert SessionTokenizer.from_file(assets["mistral_v3"]).encoder._appender is not None
+
+
+def test_tails_live_only_as_long_as_their_states(assets: dict[str, Path]):
+    """The appender keeps no state alive: a session evicted or forgotten takes its tail along
+    (before, the tails held their states, up to 256 MiB beside the session budget)."""
+    tok = SessionTokenizer.from_file(assets["mistral_v1"], store_bytes=64 << 10)
+    appender = tok.encoder._appender
+    assert appender is not None
+    sessions = [f"t/{k}" for k in range(40)]
+    for k, session in enumerate(sessions):  # ~4 KB states: the budget holds a dozen or so
+        text = f"[INST] {k} " + "lorem ipsum dolor " * 100
+        tok.encode(text, session=session)
+        tok.encode(text + " sit amet", session=session)
+    gc.collect()
+    held = sum(tok.store.get(store_key(s)) is not None for s in sessions)
+    assert 0 < held < len(sessions) and appender.held()[0] <= held
+    for session in sessions:
+        tok.forget(session)
+    gc.collect()
+    assert appender.held() == (0, 0)
