@@ -21,6 +21,7 @@ so that a full one (Python's own, or the trim's) scans only what requests left b
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 from collections.abc import Callable
@@ -46,14 +47,29 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+@functools.cache
+def _statm(pid: int) -> tuple[int, int] | None:
+    """Process ``pid``'s /proc statm, opened once (read with ``pread``: 3 us, not 15 us, after
+    every request; by pid, so a forked child opens its own), and the page size; None where
+    there is no /proc."""
+    try:
+        fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)
+        return fd, os.sysconf("SC_PAGE_SIZE")
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
 def resident_bytes() -> int | None:
     """This process's RSS from /proc (Linux); None elsewhere."""
+    statm = _statm(os.getpid())
+    if statm is None:
+        return None
+    fd, page = statm
     try:
-        with open("/proc/self/statm", "rb") as statm:
-            pages = int(statm.read().split()[1])
+        pages = int(os.pread(fd, 256, 0).split()[1])
     except (OSError, IndexError, ValueError):
         return None
-    return pages * os.sysconf("SC_PAGE_SIZE")
+    return pages * page
 
 
 def malloc_trim() -> Callable[[], int] | None:
