@@ -19,7 +19,10 @@ concurrency, all from one run:
 ``--baseline REV`` also starts the proxy of an earlier commit (a temporary git worktree) on
 the same upstream and sends every call to both, in alternating order, so that the two are
 measured under the same load: printed per row, both proxy-added p50s, their ratio, and the
-median of the per-call ratios.
+median of the per-call ratios; the same two ratios for every Server-Timing part (``rest``:
+the proxy-added time outside read, parse, render and tokenize), to tell which stage moved.
+Run it once with ``--baseline HEAD`` (the same code on both sides) to see the noise floor of
+the machine at its present load before reading a ratio as a regression.
 """
 
 from __future__ import annotations
