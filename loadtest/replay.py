@@ -19,7 +19,10 @@ concurrency, all from one run:
 ``--baseline REV`` also starts the proxy of an earlier commit (a temporary git worktree) on
 the same upstream and sends every call to both, in alternating order, so that the two are
 measured under the same load: printed per row, both proxy-added p50s, their ratio, and the
-median of the per-call ratios.
+median of the per-call ratios; the same two ratios for every Server-Timing part (``rest``:
+the proxy-added time outside read, parse, render and tokenize), to tell which stage moved.
+Run it once with ``--baseline HEAD`` (the same code on both sides) to see the noise floor of
+the machine at its present load before reading a ratio as a regression.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from loadtest.processes import (  # noqa: E402
 
 MODEL = "qwen3"
 _FIRST_TEXT = re.compile(r'"content":"[^"]|"text_delta"')
+_STAGES = ("read", "parse", "render", "tokenize")
 _PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
 
@@ -69,7 +73,8 @@ _PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages"}
 class Samples:
     ttft: list[float] = field(default_factory=list)
     parts: dict[str, list[float]] = field(default_factory=dict)
-    """Server-Timing parts: read, parse, render, tokenize, proxy (ms)."""
+    """Server-Timing parts: read, parse, render, tokenize, proxy (ms); ``rest`` is the
+    proxy-added time outside the four stages."""
     routes: Counter[str] = field(default_factory=Counter)
 
 
@@ -119,6 +124,8 @@ async def _call(
         return
     samples.ttft.append(((first or time.perf_counter()) - started) * 1e3)
     timing = server_timing(reply.headers)
+    if "proxy" in timing:  # what no named part covers: the request build, the hops between
+        timing["rest"] = timing["proxy"] - sum(timing.get(k, 0.0) for k in _STAGES)
     for name, value in timing.items():
         samples.parts.setdefault(name, []).append(value)
     if timing:
@@ -211,15 +218,33 @@ def run(
 
 
 def _paired(baseline: str, ours: Samples, theirs: Samples) -> dict[str, Any]:
-    """The proxy-added time of the same calls through this proxy and the baseline's."""
-    mine, base = ours.parts["proxy"], theirs.parts["proxy"]
+    """The Server-Timing of the same calls through this proxy and the baseline's: the
+    baseline's proxy-added p50 / p99, and per part (``proxy`` is the total) the ratio of the
+    p50s and the median of the per-call ratios."""
+    base = theirs.parts["proxy"]
+    ratios = {
+        name: (
+            _p(mine, 0.5) / _p(theirs.parts[name], 0.5),
+            statistics.median(
+                a / b for a, b in zip(mine, theirs.parts[name], strict=True) if b > 0
+            ),
+        )
+        for name, mine in ours.parts.items()
+        if name in theirs.parts
+    }
     return {
         "baseline": baseline,
         "baseline_proxy_added_p50": _p(base, 0.5),
         "baseline_proxy_added_p99": _p(base, 0.99),
         "baseline_ttft_proxy_p99": _p(theirs.ttft, 0.99),
-        "ratio_p50": _p(mine, 0.5) / _p(base, 0.5),
-        "ratio_per_call": statistics.median(a / b for a, b in zip(mine, base, strict=True)),
+        **{
+            f"baseline_{name}_p50": statistics.median(values)
+            for name, values in theirs.parts.items()
+            if name != "proxy"
+        },
+        "ratio_p50": ratios["proxy"][0],
+        "ratio_per_call": ratios["proxy"][1],
+        "part_ratios": {name: {"p50": a, "per_call": b} for name, (a, b) in ratios.items()},
     }
 
 
@@ -258,7 +283,12 @@ def _format(row: dict[str, Any]) -> str:
             f"\n    vs {row['baseline']}: proxy-added p50 {row['baseline_proxy_added_p50']:.2f}"
             f" p99 {row['baseline_proxy_added_p99']:.2f} ms (TTFT via proxy p99"
             f" {row['baseline_ttft_proxy_p99']:.1f} ms), ratio {row['ratio_p50']:.2f}"
-            f" (per-call median {row['ratio_per_call']:.2f})"
+            f" (per-call median {row['ratio_per_call']:.2f})\n    per part, p50 ratio"
+            f" (per-call median): "
+            + ", ".join(
+                f"{name} {r['p50']:.2f} ({r['per_call']:.2f})"
+                for name, r in row["part_ratios"].items()
+            )
             if "baseline" in row
             else ""
         )

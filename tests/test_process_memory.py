@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import multiprocessing
 import weakref
 
 import httpx
@@ -47,6 +48,26 @@ def test_glibc_trim_and_rss_are_there() -> None:
     assert trim() in (0, 1)
     rss = resident_bytes()
     assert rss is not None and rss > 10 << 20
+
+
+def _grown_child(out: multiprocessing.SimpleQueue[tuple[int | None, int | None]]) -> None:
+    before = resident_bytes()
+    KEPT.append(b"x" * (128 << 20))
+    out.put((before, resident_bytes()))
+
+
+def test_a_forked_child_reads_its_own_rss() -> None:
+    """The statm descriptor is opened per process: a child forked after the parent read its
+    RSS sees its own 128 MiB grow, not the parent's figure."""
+    parent = resident_bytes()
+    assert parent is not None
+    context = multiprocessing.get_context("fork")
+    out: multiprocessing.SimpleQueue[tuple[int | None, int | None]] = context.SimpleQueue()
+    child = context.Process(target=_grown_child, args=(out,))
+    child.start()
+    before, after = out.get()
+    child.join()
+    assert before is not None and after is not None and after - before >= 120 << 20
 
 
 def test_a_trim_follows_only_requests_that_grew_the_process() -> None:

@@ -45,6 +45,8 @@ class RequestTrace:
     @classmethod
     def of(cls, headers: Mapping[str, str]) -> RequestTrace:
         """The client's trace, from its request headers; a new one without a valid one."""
+        if "traceparent" not in headers:  # most clients send none: skip the propagator
+            return cls.new()
         parent = trace.get_current_span(_PROPAGATOR.extract(headers)).get_span_context()
         if not parent.is_valid:
             return cls.new()
