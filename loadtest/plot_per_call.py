@@ -3,7 +3,7 @@
     python loadtest/plot_per_call.py [--tokenizer qwen3] [--sizes 10000,100000,1000000,4000000]
                                      [--calls 10] [--out docs/per_call_cost.svg]
 
-For each size, one run of ``bench_tokenize.run_size`` (plain appends, ~1.4K-character median;
+For each size, one run of ``bench_tokenize.timed_calls`` (plain appends, ~1.4K-character median;
 the last timed call's ids checked against the reference): the median ``SessionTokenizer.encode``
 of an append, and the reference's full encode of the same transcript (what a proxy without
 session state pays per call); beside them the native encoder's full encode of that transcript
@@ -41,7 +41,7 @@ def measure(name: str, sizes: Sequence[int], calls: int) -> list[Series]:
     from app.tokenization.reference import ReferenceEncoder
     from app.tools import assets
     from loadtest.agent_sessions import MARKUPS, session_calls
-    from loadtest.bench_tokenize import _MEAN_APPEND, run_size
+    from loadtest.bench_tokenize import _MEAN_APPEND, timed_calls
 
     path = assets.fetch()[name]
     native = NativeEncoder(ReferenceEncoder.from_file(path))
@@ -49,7 +49,7 @@ def measure(name: str, sizes: Sequence[int], calls: int) -> list[Series]:
     full: list[tuple[float, float]] = []
     cold: list[tuple[float, float]] = []
     for size in sizes:
-        row = run_size(name, path, size, calls, edits=False, verify=False)
+        *_, row = timed_calls(name, path, size, calls, edits=False, verify=False)
         if row["divergent"]:
             raise SystemExit(f"ids differ from the reference at {size} characters")
         chars = float(row["chars"])
@@ -57,7 +57,7 @@ def measure(name: str, sizes: Sequence[int], calls: int) -> list[Series]:
         full.append((chars, row["full_ms"]))
         stream = session_calls(
             size, MARKUPS[name], target_chars=size * 2 + 10**6, append_chars=_MEAN_APPEND
-        )  # the session run_size fed, at the size it timed
+        )  # the session timed_calls fed, at the size it timed
         text = next(t for t in stream if len(t) >= chars)
         runs = []
         for _ in range(3):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.dom.minidom
 
-from loadtest.plot_per_call import svg
+from loadtest.plot_per_call import measure, svg
 
 
 def test_points_sit_on_log_log_axes() -> None:
@@ -29,3 +29,14 @@ def test_points_sit_on_log_log_axes() -> None:
     labels = [t.firstChild.data for t in document.getElementsByTagName("text") if t.firstChild]
     assert "b & <c>" in labels and "4M" not in labels and "10M" in labels
     assert len(document.getElementsByTagName("polyline")) == 2
+
+
+def test_a_small_measurement_gives_every_series() -> None:
+    """The measuring half runs against the benchmark it calls (a renamed helper broke it)."""
+    series = measure("qwen3", [20_000], 3)
+    assert [name for name, *_ in series] == [
+        "toksplice session encode (append)",
+        "reference full encode",
+        "native full encode",
+    ]
+    assert all(len(points) == 1 and min(points[0]) > 0 for *_, points in series)
