@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -37,13 +37,12 @@ class Caller:
     tenant: str
     session: str | None
     """The client's conversation id, when it sent one."""
-    key: str = field(init=False)
-    """``tenant/s:<session>``, else ``tenant/-``: the registry key of what is known of the
-    caller so far (see the module's docstring)."""
 
-    def __post_init__(self) -> None:
-        named = f"s:{self.session}" if self.session is not None else "-"
-        object.__setattr__(self, "key", f"{self.tenant}/{named}")
+    @property
+    def key(self) -> str:
+        """``tenant/s:<session>``, else ``tenant/-``: the registry key of what is known of the
+        caller so far (see the module's docstring)."""
+        return f"{self.tenant}/s:{self.session}" if self.session is not None else f"{self.tenant}/-"
 
     def with_body(self, body: Mapping[str, Any]) -> Caller:
         """The caller once its body is parsed: the body's ``prompt_cache_key`` names the
