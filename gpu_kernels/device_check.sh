@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"
 "$PY" -c "import sys, gpu_kernels as g; r = g.unavailable_reason(); print('GPU path:', r or 'ok'); sys.exit(bool(r))" || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-"$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/gpu_kernels
+"$PY" -m pytest -q -rs -p no:cacheprovider -n 0 -m gpu tests/gpu_kernels
 tests=$?
 "$PY" loadtest/bench_gpu.py --chars 1000000,4000000 --tokenizers llama3,qwen3,gpt2,o200k,deepseek_v3
 bench=$?

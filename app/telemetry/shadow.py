@@ -165,9 +165,10 @@ class ShadowVerifier:
     def _check(self, job: ShadowJob) -> None:
         utf8, sentinels = self._expected_input(job)
         found = self._oracle.check(job.tokenizer, utf8, sentinels, job.ids, job.sent)
-        self._metrics.shadow_checks.inc()
         if found is not None:
             self._diverged(dataclasses.replace(job, ids=found.actual), found.expected, found.index)
+        # Counted once everything is done: a reader that sees the check sees its divergence.
+        self._metrics.shadow_checks.inc()
 
     def _expected_input(self, job: ShadowJob) -> tuple[bytes | bytearray, dict[str, str] | None]:
         """The text the ids must encode and its markers, found from the unmasked inputs when
@@ -185,7 +186,7 @@ class ShadowVerifier:
         return job.utf8, None
 
     def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
-        """Forget, switch off, reproduce, log; the metric last (once it counts, all is done)."""
+        """Forget, switch off, reproduce, log; the metrics last (once they count, all is done)."""
         pieces = job.typed if job.sentinels is not None else None
         if job.sentinels is None:
             job.tokenizer.forget(job.session)
