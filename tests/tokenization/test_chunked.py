@@ -6,7 +6,6 @@ agent transcripts check the same at the sizes the proxy sees, in every proven fa
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import re
@@ -56,12 +55,13 @@ def _at_characters(data: bytes, ends: OffsetArray) -> OffsetArray:
     return bounds[np.searchsorted(bounds, ends)]
 
 
-@functools.cache
 def _removed_bytes(reference: ReferenceEncoder) -> npt.NDArray[np.bool_] | None:
     """Which bytes the pre-tokenizer removes (SmolLM2's ``Split`` after ByteLevel, whose class
-    names bytes by their byte-level characters), if any: a 256-entry mask, read once per
-    tokenizer (its JSON is megabytes)."""
-    steps = json.loads(reference.tokenizer.to_str()).get("pre_tokenizer") or {}
+    names bytes by their byte-level characters), if any: a 256-entry mask.  Read from the
+    pre-tokenizer's own JSON (its pickled state), not the whole tokenizer's: that one is
+    megabytes, serialized per example."""
+    pre = reference.tokenizer.pre_tokenizer
+    steps = json.loads(pre.__getstate__()) if pre is not None else {}
     for step in steps.get("pretokenizers", [steps]):
         if drops_single_characters(step):
             removed = re.compile(step["pattern"]["Regex"])
