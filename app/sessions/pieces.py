@@ -218,17 +218,20 @@ class PieceEncoder:
         at: _Alignment,
     ) -> None:
         """Ids of the piece ``text[start:end]``: the previous call's for the same text, else
-        encoded (a long one repaired from the previous piece it lines up with)."""
+        those of an earlier piece of this call with that text (the newline between every two
+        turns), else encoded (a long one repaired from the previous piece it lines up with)."""
         if start == end:
             return
         masked = text[start:end]
         piece = restore(masked)
         found = out.cached.get(piece)
-        if found is None:
-            base = at.state(masked, start, end, len(out.starts))
-            out.add_piece(piece, self._encode_piece(piece, base), cached=False)
-        else:
+        if found is not None:
             out.add_piece(piece, found, cached=True)
+            return
+        found = out.pieces.get(piece)  # (the engine that encoded it gave these ids too)
+        if found is None:
+            found = self._encode_piece(piece, at.state(masked, start, end, len(out.starts)))
+        out.add_piece(piece, found, cached=False)
 
 
 @dataclass(frozen=True, slots=True)

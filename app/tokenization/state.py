@@ -25,6 +25,13 @@ class SessionState:
     growth: Growable | None = field(default=None, compare=False, repr=False)
     """The buffers ``ids`` and ``ends`` are views of, with room to grow in place (None for a
     state decoded from a shared store: its first extension copies)."""
+    nbytes: int = field(init=False, compare=False, repr=False)
+    """Memory held (buffers' room included); set once: a session's piece states are summed
+    on every call."""
+
+    def __post_init__(self) -> None:
+        arrays = self.growth.nbytes if self.growth else self.ids.nbytes + self.ends.nbytes
+        object.__setattr__(self, "nbytes", len(self.text) + arrays + _STATE_OVERHEAD)
 
     @classmethod
     def grown(cls, text: bytes, growth: Growable) -> SessionState:
@@ -43,8 +50,3 @@ class SessionState:
             else Growable.of((self.ids[:keep], self.ends[:keep]), tails)
         )
         return SessionState.grown(text, growth)
-
-    @property
-    def nbytes(self) -> int:
-        arrays = self.growth.nbytes if self.growth else self.ids.nbytes + self.ends.nbytes
-        return len(self.text) + arrays + _STATE_OVERHEAD

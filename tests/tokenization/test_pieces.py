@@ -167,6 +167,23 @@ def test_a_long_session_reuses_almost_everything(
     assert reused > 0.9 * len(ids)
 
 
+def test_a_piece_text_is_encoded_once_per_call(
+    qwen: Tokenizer, plain: Tokenizer, typed: TypedSpecials
+) -> None:
+    """Pieces that recur in one call (the newline between every two turns) are encoded once:
+    a first call, and a call whose appended turns repeat a piece that the previous call's
+    copied prefix held but did not encode."""
+    masked = Masked([], None, {SENTINEL: "<|im_end|>"})
+    turns = [f"<|im_start|>{role}\nsay {SENTINEL} {k % 3}<|im_end|>\n" for k, role in
+             enumerate(["user", "assistant"] * 20)]  # fmt: skip
+    for text in ("".join(turns), "".join(turns * 2)):
+        with _repairs(typed) as repairs:
+            ids, _, _, _ = typed.encode(text, masked, session="t/once")
+        assert list(ids) == _expected(qwen, plain, text)
+        encoded = [call.args[0] for call in repairs.call_args_list]
+        assert len(encoded) == len(set(encoded)), sorted(encoded)
+
+
 def test_an_edit_near_the_start_resyncs_the_scan(
     qwen: Tokenizer, plain: Tokenizer, typed: TypedSpecials
 ) -> None:
