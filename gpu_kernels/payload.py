@@ -14,7 +14,7 @@ normalizer costs more than the whole GPU path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 from unicodedata import is_normalized
 
@@ -26,6 +26,10 @@ from gpu_kernels.char_classes import NFC_BOUNDARY, NFC_UNKNOWN, SENTINEL_POINT, 
 
 Bytes = npt.NDArray[np.uint8]
 Offsets = npt.NDArray[np.int64]
+Found = tuple[Offsets, Offsets, npt.NDArray[np.int32]]
+"""Begin and end (bytes) and id of each added token found in a text, in text order."""
+Finder = Callable[[Mapping[bytes, int]], Callable[[bytes], Found]]
+"""Builds the search for the given tokens (content -> id): leftmost-longest, as ``AddedSpans``."""
 
 _FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 
@@ -45,9 +49,16 @@ class Payload(NamedTuple):
 class AddedSplit:
     """Splits added tokens off a text and normalizes the rest: ``payload(text)``."""
 
-    def __init__(self, added: Mapping[str, int], normalizer: Any, normalizer_json: Any) -> None:
-        self._added = {token.encode(): i for token, i in added.items()}
-        self._spans = AddedSpans(self._added)
+    def __init__(
+        self,
+        added: Mapping[str, int],
+        normalizer: Any,
+        normalizer_json: Any,
+        *,
+        finder: Finder | None = None,
+    ) -> None:
+        """``finder``: the added-token search to use (``SpansWithIds`` by default)."""
+        self._find = (finder or SpansWithIds)({token.encode(): i for token, i in added.items()})
         self._normalizer = normalizer
         kind = (normalizer_json or {}).get("type")
         self._ascii_stable = kind in _FORMS
@@ -58,7 +69,7 @@ class AddedSplit:
     ) -> Payload:
         """``utf8``: the text's UTF-8 when the caller has it (saves encoding it again)."""
         data = text.encode() if utf8 is None else utf8  # a lone surrogate raises, as in HF
-        spans = self._spans.find(data)
+        begin, end, ids = self._find(data)
         rewritten = assumed = False
         if self._normalizer is None or (self._ascii_stable and text.isascii()):
             pass  # every normal form leaves ASCII as it is
@@ -66,30 +77,44 @@ class AddedSplit:
             assumed = True
         else:
             original = data
-            data, spans = self._normalized(data, spans)
+            data, begin, end = self._normalized(data, begin, end)
             rewritten = data != original
-        begin = np.asarray([b for b, _ in spans], dtype=np.int64)
-        end = np.asarray([e for _, e in spans], dtype=np.int64)
-        ids = np.asarray([self._added[data[b:e]] for b, e in spans], dtype=np.int32)
         return Payload(data, begin, end, ids, rewritten, assumed)
 
     def _normalized(
-        self, data: bytes, spans: list[tuple[int, int]]
-    ) -> tuple[bytes, list[tuple[int, int]]]:
+        self, data: bytes, begin: Offsets, end: Offsets
+    ) -> tuple[bytes, Offsets, Offsets]:
+        """The data with each stretch between added tokens normalized alone; the spans moved."""
         parts: list[bytes] = []
-        moved: list[tuple[int, int]] = []
+        moved: list[int] = []
         at = size = 0
-        for begin, end in [*spans, (len(data), len(data))]:
-            stretch = data[at:begin].decode()
+        for b, e in [*zip(begin.tolist(), end.tolist(), strict=True), (len(data), len(data))]:
+            stretch = data[at:b].decode()
             part = self._normalizer.normalize_str(stretch).encode() if stretch else b""
             parts.append(part)
             size += len(part)
-            if end > begin:
-                parts.append(data[begin:end])
-                moved.append((size, size + end - begin))
-                size += end - begin
-            at = end
-        return b"".join(parts), moved
+            if e > b:
+                parts.append(data[b:e])
+                moved += (size, size + e - b)
+                size += e - b
+            at = e
+        spans = np.asarray(moved, dtype=np.int64).reshape(-1, 2)
+        return b"".join(parts), spans[:, 0].copy(), spans[:, 1].copy()
+
+
+class SpansWithIds:
+    """The added-token search in Python (``AddedSpans``), each span's id looked up."""
+
+    def __init__(self, tokens: Mapping[bytes, int]) -> None:
+        self._tokens = tokens
+        self._spans = AddedSpans(tokens)
+
+    def __call__(self, data: bytes) -> Found:
+        spans = self._spans.find(data)
+        begin = np.asarray([b for b, _ in spans], dtype=np.int64)
+        end = np.asarray([e for _, e in spans], dtype=np.int64)
+        ids = np.asarray([self._tokens[data[b:e]] for b, e in spans], dtype=np.int32)
+        return begin, end, ids
 
 
 def nfc_windows(codes: Any, char_at: Any, size: int, xp: Any) -> tuple[Any, Any] | None:

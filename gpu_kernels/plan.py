@@ -14,7 +14,7 @@ from app.byte_level import bytes_to_unicode
 from app.tokenizer_spec import AddedToken, drops_single_characters, spec_from_json
 from gpu_kernels.byte_bpe import MergeTable
 from gpu_kernels.char_classes import ClassTable, engine_matches
-from gpu_kernels.payload import AddedSplit
+from gpu_kernels.payload import AddedSplit, Finder
 from gpu_kernels.piece_starts import PREDICATES
 
 _STEPS = {"gpt2": 1, "deepseek_v3": 4}
@@ -35,10 +35,12 @@ class EncoderPlan:
         *,
         families: Collection[str] = tuple(PREDICATES),
         drops: bool = False,
+        finder: Finder | None = None,
     ) -> None:
         """``classes`` may be shared: it depends on the engine only, not on the tokenizer.
         ``families``: those the caller covers; ``drops``: whether it removes the bytes of a
-        trailing character-removing Split (``dropped``)."""
+        trailing character-removing Split (``dropped``); ``finder``: the added-token search
+        (``AddedSplit``)."""
         document: dict[str, Any] = json.loads(tokenizer.to_str())
         spec = spec_from_json(document)
         family = spec.family
@@ -66,7 +68,10 @@ class EncoderPlan:
         self.family: str = family
         added = {t["content"]: int(t["id"]) for t in document["added_tokens"]}
         self.split = AddedSplit(
-            added, None if _is_identity(normalizer) else tokenizer.normalizer, normalizer
+            added,
+            None if _is_identity(normalizer) else tokenizer.normalizer,
+            normalizer,
+            finder=finder,
         )
         self.classes = classes or ClassTable()
         self.merges = MergeTable(document["model"])

@@ -8,9 +8,15 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from loadtest.peer_encoders import Ids, Peer, bpe_qwen_peer, tiktoken_peer
+
+if TYPE_CHECKING:
+    from app.tokenization.native.encoder import NativeEncoder
+    from app.tokenization.reference import IdArray, ReferenceEncoder
 
 
 def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str]) -> bool:
@@ -49,7 +55,9 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
         expected = [e.ids for e in reference.tokenizer.encode_batch_fast(strings, False)]
         before = sum(native.stats()["declined"].values())
         wrong = {
-            label: sum(peer.one(s) != want for s, want in zip(strings, expected, strict=True))
+            label: sum(
+                _listed(peer.one(s)) != want for s, want in zip(strings, expected, strict=True)
+            )
             for label, peer in engines.items()
         }
         declined = sum(native.stats()["declined"].values()) - before
@@ -69,15 +77,14 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
                     ids = peer.one(text)
                     one[label].append(took.stop())
                     took = _Took.start()
-                    if label == "reference" or label == "native":
-                        encoder = parallel if label == "native" else chunked
-                        batch = encoder.encode(data, text).ids.tolist()
+                    batch: Ids = want
+                    if label in _OURS:
+                        encoder = chunked if label == "reference" else parallel
+                        batch = _OURS[label](encoder.encode(data, text).ids)
                     elif peer.many is not None:
                         batch = [i for part in peer.many(parts) for i in part]
-                    else:
-                        batch = want
                     many[label].append(took.stop())
-                    if ids != want or batch != want:
+                    if _listed(ids) != want or _listed(batch) != want:
                         differ.add(label)
             failed |= bool({"reference", "native"} & differ)
             base = _Took.median(one["reference"])
@@ -122,14 +129,35 @@ class _Took(NamedTuple):
         )
 
 
-def _ours(reference: Any, native: Any) -> dict[str, Peer]:
-    """The reference and the native encoder (the reference where it declines) as peers."""
+_OURS: dict[str, Callable[[IdArray], Ids]] = {
+    "reference": lambda ids: ids,
+    "native": lambda ids: ids,
+    "native, ids as a list": lambda ids: ids.tolist(),
+}
+"""Our engines, and the form each gives its ids in (all cores: ``ChunkedEncoder``'s int32
+array).  The proxy keeps the native encoder's array and writes its JSON from it; the last row
+adds the Python list that the reference (``Encoding.ids``) and the peers give."""
 
-    def native_one(text: str) -> Ids:
-        found = native.encode(text)
-        return (found or reference.encode(text))[0].tolist()  # type: ignore[no-any-return]
+
+def _ours(reference: ReferenceEncoder, native: NativeEncoder) -> dict[str, Peer]:
+    """The reference (Hugging Face's fastest call for one text: ``encode_batch_fast`` of one,
+    no offsets, on one thread) and the native encoder (the reference where it declines)."""
+
+    def native_one(text: str) -> IdArray:
+        return (native.encode(text) or reference.encode(text))[0]
 
     return {
-        "reference": Peer(lambda text: reference.encode(text)[0].tolist(), None),
+        "reference": Peer(
+            lambda text: (
+                reference.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
+            ),
+            None,
+        ),
         "native": Peer(native_one, None),
+        "native, ids as a list": Peer(lambda text: native_one(text).tolist(), None),
     }
+
+
+def _listed(ids: Ids) -> list[int]:
+    """Ids as a list, to compare (outside the timing)."""
+    return ids if isinstance(ids, list) else np.asarray(ids).tolist()

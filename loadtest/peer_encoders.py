@@ -1,11 +1,12 @@
 """Other fast BPE encoders to measure ours against (``bench_cold_start.py --engines``).
 
-Each peer is a pair of callables, ``one(text) -> ids`` (one thread) and ``many(texts) ->
-[ids]`` (its own parallel batch, or None when it has none), or None when it is not installed
-or does not cover the tokenizer.  tiktoken (``pip install tiktoken``) covers cl100k and o200k,
-read from the assets' ``tiktoken`` cache folder; bpe-qwen (``pip install bpe-qwen==0.1.5``)
-covers Qwen3, loaded from its compiled module alone (its package imports transformers) with
-the vocabulary and merges written out of the same tokenizer.json.
+Each peer is a pair of callables, ``one(text) -> ids`` (one thread; the ids in the form the
+engine gives them) and ``many(texts) -> [ids]`` (its own parallel batch, or None when it has
+none), or None when it is not installed or does not cover the tokenizer.  tiktoken (``pip
+install tiktoken``) covers cl100k and o200k, read from the assets' ``tiktoken`` cache folder;
+bpe-qwen (``pip install bpe-qwen==0.1.5``) covers Qwen3, loaded from its compiled module alone
+(its package imports transformers) with the vocabulary and merges written out of the same
+tokenizer.json.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import importlib.util
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-Ids = list[int]
+import numpy as np
+import numpy.typing as npt
+
+Ids = Sequence[int] | npt.NDArray[np.int32]
+"""A list, or (ours) an int32 array: each engine's ids in the form it gives them."""
 
 
 class Peer(NamedTuple):

@@ -422,15 +422,118 @@ static PyTypeObject EncoderType = {
     .tp_methods = Encoder_methods,
 };
 
+/* AddedTokens(edge_start, edge_byte, edge_child, token): the trie of added_tokens.py;
+ * find(data) -> (begin, end, ids) as int64, int64 and int32 bytes (added.c). */
+typedef struct {
+    PyObject_HEAD
+    AddedTrie trie;
+    int32_t *edge_start, *edge_child, *token;
+    uint8_t *edge_byte;
+} AddedTokens;
+
+static void added_clear(AddedTokens *a) {
+    PyMem_Free(a->edge_start);
+    PyMem_Free(a->edge_child);
+    PyMem_Free(a->token);
+    PyMem_Free(a->edge_byte);
+    a->edge_start = a->edge_child = a->token = NULL;
+    a->edge_byte = NULL;
+}
+
+static int AddedTokens_init(AddedTokens *a, PyObject *args, PyObject *kwds) {
+    PyObject *starts, *bytes, *children, *tokens;
+    if (!PyArg_ParseTuple(args, "OOOO", &starts, &bytes, &children, &tokens)) return -1;
+    added_clear(a);
+    Py_ssize_t n_starts = 0, n_bytes = 0, n_children = 0, n_tokens = 0; /* n_tokens: nodes */
+    a->edge_start = copied(starts, 4, &n_starts);
+    a->edge_byte = a->edge_start ? copied(bytes, 1, &n_bytes) : NULL;
+    a->edge_child = a->edge_byte ? copied(children, 4, &n_children) : NULL;
+    a->token = a->edge_child ? copied(tokens, 4, &n_tokens) : NULL;
+    if (a->token == NULL) return -1;
+    int ok = n_starts == n_tokens + 1 && n_tokens > 0 && n_bytes == n_children &&
+             a->edge_start[0] == 0 && a->edge_start[n_tokens] == n_bytes;
+    for (Py_ssize_t k = 0; ok && k < n_tokens; k++)
+        ok = a->edge_start[k] <= a->edge_start[k + 1];
+    for (Py_ssize_t k = 0; ok && k < n_children; k++)
+        ok = a->edge_child[k] > 0 && a->edge_child[k] < n_tokens;
+    for (Py_ssize_t k = 0; ok && k < n_tokens; k++) /* each node's edges by byte */
+        for (int32_t e = a->edge_start[k] + 1; ok && e < a->edge_start[k + 1]; e++)
+            ok = a->edge_byte[e] > a->edge_byte[e - 1];
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent trie arrays");
+        return -1;
+    }
+    AddedTrie *t = &a->trie;
+    memset(t, 0, sizeof(*t));
+    t->edge_start = a->edge_start;
+    t->edge_byte = a->edge_byte;
+    t->edge_child = a->edge_child;
+    t->token = a->token;
+    for (int32_t e = a->edge_start[0]; e < a->edge_start[1]; e++) {
+        t->leads[t->n_leads++] = a->edge_byte[e];
+        t->is_lead[a->edge_byte[e]] = 1;
+    }
+    return 0;
+}
+
+static void AddedTokens_dealloc(AddedTokens *a) {
+    added_clear(a);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+static PyObject *AddedTokens_find(AddedTokens *a, PyObject *arg) {
+    if (a->token == NULL) {
+        PyErr_SetString(PyExc_ValueError, "AddedTokens not initialized");
+        return NULL;
+    }
+    Py_buffer text;
+    if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
+    AddedSpans spans = {0};
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = added_find(&a->trie, text.buf, (size_t)text.len, &spans);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&text);
+    PyObject *result = NULL;
+    if (failed)
+        PyErr_NoMemory();
+    else
+        result = Py_BuildValue( /* (y# of a NULL pointer is None: none found gives "") */
+            "(y#y#y#)", spans.count ? (const char *)spans.begin : "",
+            (Py_ssize_t)(spans.count * sizeof(int64_t)),
+            spans.count ? (const char *)spans.end : "", (Py_ssize_t)(spans.count * sizeof(int64_t)),
+            spans.count ? (const char *)spans.ids : "", (Py_ssize_t)(spans.count * sizeof(int32_t)));
+    free(spans.begin);
+    free(spans.end);
+    free(spans.ids);
+    return result;
+}
+
+static PyMethodDef AddedTokens_methods[] = {
+    {"find", (PyCFunction)AddedTokens_find, METH_O,
+     "(begin, end, ids) of the leftmost-longest matches: int64, int64, int32 bytes."},
+    {NULL}};
+
+static PyTypeObject AddedTokensType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "app.tokenization.native._native.AddedTokens",
+    .tp_basicsize = sizeof(AddedTokens),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)AddedTokens_init,
+    .tp_dealloc = (destructor)AddedTokens_dealloc,
+    .tp_methods = AddedTokens_methods,
+};
+
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&EncoderType) < 0) return NULL;
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
-    Py_INCREF(&EncoderType);
-    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
+    if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
+        PyModule_AddObjectRef(m, "AddedTokens", (PyObject *)&AddedTokensType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

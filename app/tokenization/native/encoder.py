@@ -1,10 +1,11 @@
 """The native CPU encoder: a full exact encode in C, for the families the GPU path covers.
 
 The stages are the cold-start path's (``gpu_kernels.twin``): added tokens split first
-(``gpu_kernels.payload.AddedSplit``), then per stretch between them the UTF-8 decoded, each
-character's class looked up in ``gpu_kernels.char_classes.ClassTable`` (the same arrays,
-probed from the reference's regex engine, read by the C code in place), the split pattern run
-as a sequential matcher (``scan.c``), and byte-level BPE per piece (``bpe.c``: the merges of
+(``gpu_kernels.payload.AddedSplit``, its search in C: ``added_tokens``), then per stretch
+between them the UTF-8 decoded, each character's class looked up in
+``gpu_kernels.char_classes.ClassTable`` (the same arrays, probed from the reference's regex
+engine, read by the C code in place), the split pattern run as a sequential matcher
+(``scan.c``), and byte-level BPE per piece (``bpe.c``: the merges of
 ``gpu_kernels.byte_bpe.MergeTable.pair_slots``, a per-thread piece cache, whole words first
 where the vocabulary has ``ignore_merges``; the bytes a trailing character-removing Split takes
 out skipped, each piece merged in the parts between them).  The C part runs without the GIL,
@@ -27,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.tokenization.native._native import Encoder
+from app.tokenization.native.added_tokens import NativeAddedSpans
 from app.tokenization.native.nfc import normalized
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from gpu_kernels.char_classes import ClassTable
@@ -58,7 +60,11 @@ class NativeEncoder:
         """Raises ``gpu_kernels.UnsupportedTokenizer`` for a tokenizer it does not cover."""
         self.reference = reference
         self.plan = EncoderPlan(
-            reference.tokenizer, classes or shared_classes(), families=FAMILIES, drops=True
+            reference.tokenizer,
+            classes or shared_classes(),
+            families=FAMILIES,
+            drops=True,
+            finder=NativeAddedSpans,
         )
         table, merges = self.plan.classes, self.plan.merges
         self._dropped = self.plan.dropped

@@ -61,4 +61,27 @@ void scratch_free(Scratch *w);
  * how many pieces there are. */
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
+/* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */
+#define ADDED_MEMCHR_LEADS 4
+typedef struct {
+    const int32_t *edge_start; /* n_nodes + 1 */
+    const uint8_t *edge_byte;
+    const int32_t *edge_child;
+    const int32_t *token; /* per node: the id of the token ending there, or -1 */
+    uint8_t leads[256];
+    uint8_t is_lead[256];
+    int n_leads;
+} AddedTrie;
+
+/* Growable arrays of the spans found: [begin, end) in bytes and the token's id. */
+typedef struct {
+    int64_t *begin, *end;
+    int32_t *ids;
+    size_t count, cap;
+} AddedSpans;
+
+/* Appends the leftmost-longest matches of the tokens in data[0:n] to out; -1 when out of
+ * memory. */
+int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out);
+
 #endif
