@@ -18,7 +18,12 @@ call's whole text under one session; toktier, ``Session.append_patch`` of what t
 appends (its session API takes the appended text).  Both start from a cold encode of the
 first text of the size, a few calls warm them up, then ``--calls`` calls are timed, the two
 taking turns going first, one at a time, each on one thread.  Every timed call's ids are
-checked equal between the two (and against the reference on the last call of each size).
+checked equal between the two (a digest of each side's int32 ids), and against the
+reference on the last call of each size.
+Both processes run pinned to one core (``--spread``: any core): a core left idle while the
+other side's call runs wakes slowly, and the next call on it pays for that (on the 2-core
+machine of docs/benchmarks.md, work after 3-10 ms idle takes 1.7-1.9x as long as the same
+work back to back); on one shared core neither side's core idles between its calls.
 Printed per size: p50 and p99 of wall time and p50 of thread CPU time for both, toktier's
 p50 over ours, and the p50 of toktier's engine call alone (``Tokenizer._encode_ids`` of the
 whole text, what ``append_patch`` spends beside its own bookkeeping).
@@ -36,6 +41,8 @@ installs the three files with toktier's own artifact store (``ArtifactStore`` ov
 from __future__ import annotations
 
 import argparse
+import array
+import hashlib
 import itertools
 import json
 import os
@@ -120,6 +127,12 @@ def _toktier(home: Path, assets: Path) -> Any:
     return toktier.load(FAMILY, manifest=manifest, device="cpu")
 
 
+def _digest(int32s: bytes) -> str:
+    """Of ids as int32 bytes: compared each call instead of the ids, which would fill both
+    processes' caches and heaps with a Python list of every id between the timed calls."""
+    return hashlib.sha256(int32s).hexdigest()
+
+
 def worker(home: Path, assets: Path) -> None:
     """Answer JSON lines: open (a session, cold), append (timed), ids, explain."""
     import contextlib
@@ -152,8 +165,8 @@ def worker(home: Path, assets: Path) -> None:
             session.append_patch(request["text"])
             wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
             reply = {"wall_ms": wall * 1e3, "cpu_ms": cpu * 1e3, "engine_ms": inner[0] * 1e3}
-        elif op == "ids":
-            reply = {"ids": list(session.ids)}
+        elif op == "ids":  # a digest, not the list: ~250K Python ints per call at 1M
+            reply = {"digest": _digest(array.array("i", session.ids).tobytes())}
         elif op == "explain":
             reply = {"explain": tok.explain(summary=True)}
         else:
@@ -220,6 +233,8 @@ def _p(values: list[float], q: float) -> float:
 
 
 def run_size(ours: Any, theirs: Toktier, size: int, calls: int) -> dict[str, Any]:
+    import numpy as np
+
     texts = _calls(size, _WARM_CALLS + calls)
     sid = f"bench/vs-toktier-{size}"
     ours.encode(texts[0], session=sid)
@@ -244,7 +259,7 @@ def run_size(ours: Any, theirs: Toktier, size: int, calls: int) -> dict[str, Any
             if i >= _WARM_CALLS:
                 for kind, value in figures.items():
                     timed[side][kind].append(value)
-        if list(enc.ids) != theirs.ask(op="ids")["ids"]:
+        if _digest(np.asarray(enc.ids, dtype=np.int32).tobytes()) != theirs.ask(op="ids")["digest"]:
             raise SystemExit(f"ids differ at {len(text)} chars (call {i})")
         if i >= _WARM_CALLS:
             routes[enc.route] = routes.get(enc.route, 0) + 1
@@ -271,11 +286,18 @@ def main() -> None:
         type=Path,
         default=Path(os.environ.get("TOKTIER_VENV", ROOT / ".toktier-venv")),
     )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="let the two processes run on any core (default: both pinned to one core)",
+    )
     parser.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(*args.worker)
         return
+    if not args.spread:  # (the worker, started later, inherits it)
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     python = args.toktier_venv / "bin" / "python"
     if not python.exists():
         print(f"skipped: no toktier environment at {args.toktier_venv} (see --help to make one)")
