@@ -17,7 +17,8 @@ start); by default the pool has one thread per core this process may run on.
 cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own batch calls),
 with each one's divergences from the reference on the same ``--adversarial`` random
 adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
-encoder's declined strings (sent to the reference) are counted apart.  Each engine has a row
+encoder's declined strings (sent to the reference) are counted apart; ``--one-piece SIZES``
+adds the native encoder's CPU time on ``'a' * size`` (one piece).  Each engine has a row
 per thread count, with its median wall time, MB/s and ratio to the reference's one thread,
 then the same of CPU time (the process's, all threads): on a loaded machine the wall clock
 counts the waits for a core, CPU time what the encode itself costs.
@@ -67,6 +68,11 @@ def main() -> None:
     parser.add_argument("--proxy", action="store_true", help="first calls through two proxies")
     parser.add_argument("--engines", action="store_true", help="encoders side by side")
     parser.add_argument("--adversarial", type=int, default=3000, help="strings per tokenizer")
+    parser.add_argument(
+        "--one-piece",
+        default="",
+        help="with --engines: sizes of 'a' * size (one piece) to time the native encoder on",
+    )
     args = parser.parse_args()
     if args.threads:
         os.environ["RAYON_NUM_THREADS"] = str(args.threads)

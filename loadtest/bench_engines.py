@@ -98,6 +98,8 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
                     row = _Took.median(times).cells(base, len(data))
                     row = f"| {name} | {len(data) / 1e6:.2f} | {label} | {threads} | {row} |"
                     print(row, note, "|", flush=True)
+        for size in (int(s) for s in args.one_piece.split(",") if s):
+            failed |= _one_piece(name, reference, native, size)
     return failed
 
 
@@ -156,6 +158,25 @@ def _ours(reference: ReferenceEncoder, native: NativeEncoder) -> dict[str, Peer]
         "native": Peer(native_one, None),
         "native, ids as a list": Peer(lambda text: native_one(text).tolist(), None),
     }
+
+
+def _one_piece(name: str, reference: ReferenceEncoder, native: NativeEncoder, size: int) -> bool:
+    """``'a' * size``, one piece the merge must take in order: the native encoder's CPU time
+    (the reference's too up to 1M characters); True if their ids differ."""
+    text = "a" * size
+    took = _Took.start()
+    found = native.encode(text)
+    mine = took.stop().cpu
+    theirs = ""
+    if size <= 1_000_000:
+        took = _Took.start()
+        want = reference.encode(text)[0]
+        theirs = f", reference {took.stop().cpu * 1e3:.0f} ms"
+        if found is None or not np.array_equal(found[0], want):
+            print(f"MISMATCH: {name} 'a' * {size}")
+            return True
+    print(f"{name}: 'a' * {size:,}: native {mine * 1e3:.0f} ms of CPU{theirs}", flush=True)
+    return False
 
 
 def _listed(ids: Ids) -> list[int]:

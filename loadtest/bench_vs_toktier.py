@@ -21,9 +21,9 @@ taking turns going first, one at a time, each on one thread.  Every timed call's
 checked equal between the two (a digest of each side's int32 ids), and against the
 reference on the last call of each size.
 Both processes run pinned to one core (``--spread``: any core): a core left idle while the
-other side's call runs wakes slowly, and the next call on it pays for that (on the 2-core
-machine of docs/benchmarks.md, work after 3-10 ms idle takes 1.7-1.9x as long as the same
-work back to back); on one shared core neither side's core idles between its calls.
+other side's call runs wakes slowly, and the next call on it pays for that (printed first:
+how much longer the same work takes after 3 ms of idle than back to back); on one shared core
+neither side's core idles between its calls.
 Printed per size: p50 and p99 of wall time and p50 of thread CPU time for both, toktier's
 p50 over ours, and the p50 of toktier's engine call alone (``Tokenizer._encode_ids`` of the
 whole text, what ``append_patch`` spends beside its own bookkeeping).
@@ -275,6 +275,23 @@ def run_size(ours: Any, theirs: Toktier, size: int, calls: int) -> dict[str, Any
     return row
 
 
+def idle_penalty(rounds: int = 200, idle_s: float = 0.003) -> float:
+    """How much longer a fixed ~0.2 ms of Python work takes right after ``idle_s`` of sleep
+    than back to back (median of ``rounds`` each): the cost of a core waking up."""
+
+    def work() -> float:
+        started = time.perf_counter()
+        sum(i * i for i in range(20_000))
+        return time.perf_counter() - started
+
+    hot = statistics.median(work() for _ in range(rounds))
+    woken = []
+    for _ in range(rounds):
+        time.sleep(idle_s)
+        woken.append(work())
+    return statistics.median(woken) / hot
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -310,6 +327,7 @@ def main() -> None:
     ours = SessionTokenizer.from_file(path)
     theirs = Toktier(python, args.toktier_venv / "toktier-home", path.parent)
     print(f"tokenizer: qwen3 ({path}); load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"this machine: work after 3 ms idle takes {idle_penalty():.2f}x as long as back to back")
     print(
         "| transcript chars (median) | ours p50 / p99 ms | toktier p50 / p99 ms "
         "| toktier p50 / ours p50 | CPU ms p50: ours, toktier | toktier engine p50 ms "
