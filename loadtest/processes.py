@@ -26,12 +26,19 @@ def free_port() -> int:
 
 @contextmanager
 def process(
-    args: list[str], health: str, env: dict[str, str] | None = None, root: Path = ROOT
+    args: list[str],
+    health: str,
+    env: dict[str, str] | None = None,
+    root: Path = ROOT,
+    cores: set[int] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``args`` from the repository ``root`` (its code first on the path) until ``health``
-    answers 200; stop it on exit."""
+    answers 200, on ``cores`` when given (every thread it starts included); stop it on exit."""
     proc = subprocess.Popen(
-        args, env={**os.environ, "PYTHONPATH": str(root), **(env or {})}, cwd=root
+        args,
+        env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
+        cwd=root,
+        preexec_fn=None if cores is None else lambda: os.sched_setaffinity(0, cores),
     )
     try:
         wait_healthy(health, [proc], " ".join(args[:4]))
