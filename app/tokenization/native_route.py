@@ -26,12 +26,12 @@ def native_encoder(reference: ReferenceEncoder, choice: CpuEncoder) -> NativeIds
     from gpu_kernels import UnsupportedTokenizer
 
     try:
-        from app.tokenization.native.encoder import NativeEncoder
+        from app.tokenization.native.encoder import PROBE_LATER_BELOW, NativeEncoder
     except ImportError as exc:  # a checkout whose C extensions are not built
         log.warning("native encoder off (%s): build it with pip install -e .", exc)
         return None
     try:
-        return NativeEncoder(reference)
+        return NativeEncoder(reference, probe_later_below=PROBE_LATER_BELOW)
     except UnsupportedTokenizer as exc:
         log.info("native encoder off, the reference encodes: %s", exc)
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -183,6 +184,33 @@ def test_blocks_are_probed_on_first_use(reference: Callable[[str], Tokenizer]) -
     text = "Ἀθῆναι ᚠᛇᚻ 𝔘𝔫𝔦 ꧐꧑꧒ 𞤀𞤢 Ⰰⰰ " * 3
     assert_exact(reference("o200k"), encoder, text)
     assert table.probed.sum() >= 6
+
+
+def test_short_texts_leave_new_blocks_to_a_background_probe(
+    reference: Callable[[str], Tokenizer],
+) -> None:
+    """Below ``probe_later_below`` bytes per unprobed block a text is declined (counted) and
+    the blocks are probed in the background; once they are, the same text is encoded
+    natively.  A long text probes inline and is encoded at once."""
+    table = ClassTable()
+    encoder = NativeEncoder(
+        ReferenceEncoder(reference("llama3")), classes=table, probe_later_below=1 << 15
+    )
+    short = "Ἀθῆναι and ᚠᛇᚻ"
+    blocks = sorted({ord(c) >> 12 for c in short})
+    assert not table.probed[blocks[1:]].any()
+    assert encoder.encode(short) is None
+    assert encoder.stats()["declined"] == {"class blocks are being probed": 1}
+    deadline = time.monotonic() + 60
+    while not table.probed[blocks].all():
+        assert time.monotonic() < deadline, "the background probe did not finish"
+        time.sleep(0.01)
+    assert_exact(reference("llama3"), encoder, short)
+    assert encoder.stats()["declined"] == {"class blocks are being probed": 1}
+    long_text = "𝔘𝔫𝔦 " * 20_000  # 380 KB for one new block: probed inline
+    assert not table.probed[ord("𝔘") >> 12]
+    assert_exact(reference("llama3"), encoder, long_text)
+    assert encoder.stats()["declined"] == {"class blocks are being probed": 1}
 
 
 def test_the_first_encode_probes_nothing(reference: Callable[[str], Tokenizer]) -> None:

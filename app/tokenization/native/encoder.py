@@ -38,9 +38,17 @@ from gpu_kernels.plan import EncoderPlan
 FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits")
 """The scanners of ``scan.c``, in the order of its family codes."""
 
+PROBE_LATER_BELOW = 32 << 10
+"""Bytes per class block it would be the first to touch under which a text goes to the
+reference while the blocks are probed in the background (``NativeEncoder``): probing a block
+takes ~20 ms, about what the reference takes on 30 KB."""
+
 _shared_classes: ClassTable | None = None
 _classes_lock = threading.Lock()
 _probe_lock = threading.Lock()
+_pending: set[tuple[int, int]] = set()
+"""(id of a class table, block) being probed in the background."""
+_pending_lock = threading.Lock()
 
 
 def shared_classes() -> ClassTable:
@@ -56,9 +64,21 @@ class NativeEncoder:
     """``encode(text)`` equals ``reference.encode(text)`` (ids and byte ends), or is None
     (declined); thread-safe, and encodes in parallel across threads."""
 
-    def __init__(self, reference: ReferenceEncoder, classes: ClassTable | None = None) -> None:
-        """Raises ``gpu_kernels.UnsupportedTokenizer`` for a tokenizer it does not cover."""
+    def __init__(
+        self,
+        reference: ReferenceEncoder,
+        classes: ClassTable | None = None,
+        *,
+        probe_later_below: int = 0,
+    ) -> None:
+        """Raises ``gpu_kernels.UnsupportedTokenizer`` for a tokenizer it does not cover.
+
+        A text that touches class blocks not probed yet waits for them to be probed, unless
+        it is shorter than ``probe_later_below`` bytes per such block: then it is declined
+        (the reference encodes it) and a background thread probes them, so that a short
+        fresh stretch does not pay ~20 ms per block in a live call (``PROBE_LATER_BELOW``)."""
         self.reference = reference
+        self._probe_later_below = probe_later_below
         self.plan = EncoderPlan(
             reference.tokenizer,
             classes or shared_classes(),
@@ -97,6 +117,9 @@ class NativeEncoder:
             return self._declines("the normalizer changes the text")
         missing = self._core.missing_blocks(payload.data)
         if missing:  # class blocks to probe first (once per process)
+            if len(payload.data) < self._probe_later_below * len(missing):
+                self._probe_later(missing)
+                return self._declines("class blocks are being probed")
             with _probe_lock:
                 self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
         if payload.assumed:
@@ -141,6 +164,25 @@ class NativeEncoder:
         with self._lock:
             self._texts += 1
         return np.frombuffer(result, dtype=np.int32)
+
+    def _probe_later(self, blocks: list[int]) -> None:
+        """Probes ``blocks`` in a thread of their own, unless one is at it already."""
+        table = self.plan.classes
+        with _pending_lock:
+            fresh = [b for b in blocks if (id(table), b) not in _pending]
+            _pending.update((id(table), b) for b in fresh)
+        if not fresh:
+            return
+
+        def probe() -> None:
+            try:
+                with _probe_lock:
+                    table.ensure(np.asarray(fresh, dtype=np.int64))
+            finally:
+                with _pending_lock:
+                    _pending.difference_update((id(table), b) for b in fresh)
+
+        threading.Thread(target=probe, name="probe-class-blocks", daemon=True).start()
 
     def stats(self) -> dict[str, Any]:
         """Texts encoded, and those declined by reason."""
