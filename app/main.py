@@ -154,6 +154,7 @@ async def _build_service(
             tokenizer.reference.tokenizer,
             sessions=sessions,
             parallel_chunk=settings.parallel_chunk,
+            cpu_encoder=settings.cpu_encoder,
         ),
         bodies=BodyParser(sessions.slot("body")),
         warned=sessions.slot("tools_warned"),

@@ -42,6 +42,9 @@ class EncoderPlan:
         trailing character-removing Split (``dropped``); ``finder``: the added-token search
         (``AddedSplit``)."""
         document: dict[str, Any] = json.loads(tokenizer.to_str())
+        if tokenizer.encode_special_tokens:  # special tokens are text then: the rest split
+            kept = [t for t in document.get("added_tokens") or [] if not t.get("special")]
+            document["added_tokens"] = kept
         spec = spec_from_json(document)
         family = spec.family
         if family is None or family not in families:

@@ -27,6 +27,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from app.tokenization.engines import EngineParts
+from app.tokenization.native_route import CpuEncoder, native_encoder
 from app.tokenization.reference import IdArray, ReferenceEncoder
 from app.tokenization.state import SessionState
 from app.tokenization.transcript import TranscriptEncoder
@@ -48,16 +49,21 @@ class Piece(NamedTuple):
 class PieceRepairer:
     """Encodes pieces with special-token matching off; thread-safe."""
 
-    def __init__(self, tokenizer: Tokenizer, parallel_chunk: int) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, parallel_chunk: int, cpu_encoder: CpuEncoder = "native"
+    ) -> None:
         """The repair engine's cut rules see only the added tokens that are still matched; a
-        family without proven rules encodes every piece whole."""
+        family without proven rules encodes every piece whole.  ``cpu_encoder``: as for the
+        session tokenizer (the native encoder encodes pieces where it covers the family)."""
         self._plain = plain = Tokenizer.from_str(tokenizer.to_str())
         plain.encode_special_tokens = True
         data = json.loads(plain.to_str())
         data["added_tokens"] = [t for t in data.get("added_tokens") or [] if not t.get("special")]
         spec = spec_from_json(data)
+        reference = ReferenceEncoder(plain)
+        self._native = native_encoder(reference, cpu_encoder) if spec.proven else None
         self._engine = (
-            TranscriptEncoder(ReferenceEncoder(plain), spec, parallel_chunk=parallel_chunk)
+            TranscriptEncoder(reference, spec, parallel_chunk=parallel_chunk, native=self._native)
             if spec.proven
             else None
         )
@@ -66,6 +72,9 @@ class PieceRepairer:
         """The ids of piece ``text``, repaired from ``base`` (the state of a piece of the
         previous call) where there is one."""
         if self._engine is None or len(text) < REPAIRED_PIECE:
+            found = self._native.encode(text) if self._native is not None else None
+            if found is not None:
+                return Piece(found[0], ((len(found[0]), "native"),), None)
             ids = np.asarray(self._plain.encode(text, add_special_tokens=False).ids, np.int32)
             return Piece(ids, ((len(ids), "reference"),), None)
         outcome = self._engine.outcome(text, text.encode("utf-8"), base, None)

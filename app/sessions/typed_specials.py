@@ -45,6 +45,7 @@ from app.sessions.piece_repair import PieceRepairer
 from app.sessions.pieces import PieceEncoder, PieceIds
 from app.sessions.registry import SessionRegistry, Slot
 from app.tokenization.chunked import PARALLEL_CHUNK
+from app.tokenization.native_route import CpuEncoder
 
 _SENTINEL_BASE = 0x10FD00  # Supplementary Private Use Area-B, top block: one per distinct
 # special token typed in a request (at most 766 distinct ones)
@@ -104,9 +105,11 @@ class TypedSpecials:
         *,
         sessions: SessionRegistry | None = None,
         parallel_chunk: int = PARALLEL_CHUNK,
+        cpu_encoder: CpuEncoder = "native",
     ) -> None:
         """``sessions`` keeps each session's scan and pieces, the states of its long pieces
-        with them (a registry of its own, 64 MiB, when None)."""
+        with them (a registry of its own, 64 MiB, when None); ``cpu_encoder`` as for the
+        session tokenizer."""
         self.sessions = sessions if sessions is not None else SessionRegistry(64 << 20)
         specials = [t for t in tokenizer.get_added_tokens_decoder().values() if t.special]
         self._ids = {t.content: _id_of(tokenizer, t.content) for t in specials}
@@ -116,7 +119,7 @@ class TypedSpecials:
         ]
         self._heads = tuple({t[:2] for t in self._tokens})
         self._find = re.compile("|".join(map(re.escape, self._tokens))) if self._tokens else None
-        self._repairer = PieceRepairer(tokenizer, parallel_chunk)
+        self._repairer = PieceRepairer(tokenizer, parallel_chunk, cpu_encoder)
         special_ids = {t: np.asarray([i], np.int32) for t, i in self._ids.items()}
         self._memos: Slot[_MaskMemo] = self.sessions.slot("special_scan")
         self._pieces = (

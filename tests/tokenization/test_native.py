@@ -111,6 +111,33 @@ def test_adversarial_text(
     assert_exact(reference(name), native(name), text)
 
 
+@pytest.fixture(scope="module")
+def specials_as_text(
+    reference: Callable[[str], Tokenizer],
+) -> Callable[[str], tuple[Tokenizer, NativeEncoder]]:
+    """``name ->`` (that tokenizer with ``encode_special_tokens``: special tokens are text, as
+    the typed route encodes client content, and its native encoder)."""
+
+    @functools.cache
+    def build(name: str) -> tuple[Tokenizer, NativeEncoder]:
+        plain = Tokenizer.from_str(reference(name).to_str())
+        plain.encode_special_tokens = True
+        return plain, NativeEncoder(ReferenceEncoder(plain))
+
+    return build
+
+
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
+@differential(200)
+@given(text=st.one_of(texts, spliced_texts, st.text(max_size=40)))
+def test_special_tokens_as_text(
+    name: str, text: str, specials_as_text: Callable[[str], tuple[Tokenizer, NativeEncoder]]
+) -> None:
+    """With special-token matching off only the other added tokens split the text."""
+    plain, encoder = specials_as_text(name)
+    assert_exact(plain, encoder, text)
+
+
 @pytest.mark.parametrize("name", NATIVE_FAMILIES)
 def test_agent_transcripts(
     name: str, reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]

@@ -359,7 +359,7 @@ def test_piece_states_live_in_the_session_context_alone(
         with _repairs(typed) as repairs:
             ids, reused, _, engines = typed.encode(_chatml(bodies), masked, session="t/a")
         assert all(call.args[1] is None for call in repairs.call_args_list)
-        assert reused == 0 and {run.engine for run in engines} == {"reference"}
+        assert reused == 0 and "reused" not in {run.engine for run in engines}
         # (the session's context holds the new call's state again)
         assert registry.stats()["sessions"] == 1
 
