@@ -16,7 +16,7 @@ from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
 from app.errors import TemplateError
-from app.process_memory import ReturnFreedMemory, freeze_startup_heap
+from app.process_memory import ReturnFreedMemory, freeze_startup_heap, trim_floor
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
@@ -76,7 +76,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app.state.api_keys = (
         ApiKeys.from_file(settings.api_keys_file) if settings.api_keys_file else None
     )
-    app.add_middleware(ReturnFreedMemory)
+    app.add_middleware(ReturnFreedMemory, trim_above=trim_floor(settings.store_bytes))
     errors.install(app, (chat.API, messages.API, openai_responses.API))
     keyed = [Depends(authenticate)]
     app.include_router(chat.router, dependencies=keyed)

@@ -7,7 +7,8 @@ it ends, glibc keeps most of that in its arenas' free lists (each worker thread 
 of its own, and only that arena's later allocations reuse its free memory), so without help
 RSS stays near the peak of the largest request ever served.  ``ReturnFreedMemory`` reads RSS
 when each HTTP request begins and after it ends; when the request left it more than
-``growth_bytes`` above where it began, a full garbage collection (a request's objects can sit
+``growth_bytes`` above where it began, and above ``trim_floor`` (under which the bound holds
+without it), a full garbage collection (a request's objects can sit
 in a reference cycle until the next one) and then ``malloc_trim(0)`` (~10-30 ms, in a worker
 thread, one at a time) hand the free pages back.  Steady traffic does not grow RSS within a
 request, so it does not trim: measured from the last trim instead, the slow climb of a long
@@ -41,6 +42,15 @@ and hostile clients"): the idle process with a ~150K-token vocabulary loaded (~2
 
 GROWTH_BYTES = 64 << 20
 """RSS growth within one request that triggers a trim after it."""
+
+
+def trim_floor(store_bytes: int) -> int:
+    """The RSS under which a request that grew the process is not followed by a trim: the
+    bound (``store_bytes`` + ``FIXED_OVERHEAD_BYTES``) less one request's growth.  Below it
+    the bound holds without one, and a trim costs the calls after it: it hands back the free
+    pages inside the heap, and later buffers carved from them fault in again (after a 1M
+    session's cold call, ~300 pages per call for its id JSON alone)."""
+    return store_bytes + FIXED_OVERHEAD_BYTES - GROWTH_BYTES
 
 
 def freeze_startup_heap() -> None:
@@ -95,9 +105,11 @@ class ReturnFreedMemory:
     worker thread); a request that starts while a trim runs waits for it, so what it reads of
     RSS (``/metrics``) is after the trim."""
 
-    def __init__(self, app: ASGIApp, growth_bytes: int = GROWTH_BYTES) -> None:
+    def __init__(self, app: ASGIApp, growth_bytes: int = GROWTH_BYTES, trim_above: int = 0) -> None:
+        """``trim_above``: the RSS under which no trim follows (``trim_floor``)."""
         self.app = app
         self.growth_bytes = growth_bytes
+        self.trim_above = trim_above
         self.trims = 0
         self._trim = malloc_trim() if resident_bytes() is not None else None
         self._lock = anyio.Lock()
@@ -114,7 +126,8 @@ class ReturnFreedMemory:
         try:
             await self.app(scope, receive, send)
         finally:
-            grown = (resident_bytes() or 0) - began > self.growth_bytes
+            after = resident_bytes() or 0
+            grown = after - began > self.growth_bytes and after > self.trim_above
             if grown and not self._lock.locked():
                 with anyio.CancelScope(shield=True):  # a cancelled request still trims
                     async with self._lock:

@@ -78,6 +78,9 @@ def test_a_trim_follows_only_requests_that_grew_the_process() -> None:
     steady = ReturnFreedMemory(inner, growth_bytes=1 << 40)  # none did
     asyncio.run(_calls(steady, [64, 0]))
     assert steady.trims == 0
+    small = ReturnFreedMemory(inner, growth_bytes=-1, trim_above=1 << 40)  # under the floor
+    asyncio.run(_calls(small, [0, 0]))
+    assert small.trims == 0
 
 
 def test_freed_heap_goes_back_after_a_large_request() -> None:

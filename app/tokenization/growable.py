@@ -51,7 +51,7 @@ class Growable:
         """Fresh buffers holding each head followed by its tail pieces (one copy of each)."""
         tails = tails if tails is not None else [()] * len(heads)
         length = len(heads[0]) + sum(len(piece) for piece in tails[0])
-        capacity = length + max(length // _ROOM_FRACTION, _MIN_ROOM)
+        capacity = _capacity(length)
         buffers = []
         for head, pieces in zip(heads, tails, strict=True):
             buffer = np.empty(capacity, dtype=head.dtype)
@@ -86,6 +86,20 @@ class Growable:
                 _write(buffer, keep, pieces, start=n - keep)
             return Growable(self._buffers, length)
         return Growable.of([view[:keep] for view in self._views], tails)
+
+
+def _capacity(length: int) -> int:
+    """Room for a quarter more values, rounded up to one of eight sizes per doubling.
+
+    A session's arrays grow a little every call, and the previous call's buffers are alive
+    while the new ones are made: with sizes exact to the value, each new buffer is a little
+    larger than any the heap has freed, so it is carved from memory not used before (after a
+    heap trim, pages the kernel faults in again: ~300 per call for a 1M-character session's id
+    JSON).  Rounded, successive calls ask for the same size until they outgrow it, and the
+    buffers the call before last freed fit."""
+    wanted = length + max(length // _ROOM_FRACTION, _MIN_ROOM)
+    step = 1 << max(wanted.bit_length() - 4, 0)
+    return -(-wanted // step) * step
 
 
 def _write(buffer: Array, at: int, pieces: Pieces, *, start: int = 0) -> None:
