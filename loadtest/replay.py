@@ -14,7 +14,8 @@ concurrency, all from one run:
 * TTFT (client send -> first content chunk) direct and through the proxy, p50 / p99;
 * proxy-added latency: request in -> upstream request out, as the proxy measures it
   (``Server-Timing: proxy``: body read, JSON parse, render, tokenize, id JSON, request build);
-* render and tokenize medians, and the tokenization routes taken.
+* render and tokenize medians, and the tokenization routes taken;
+* the three slowest calls through the proxy, each split into its Server-Timing parts.
 
 ``--baseline REV`` also starts the proxy of an earlier commit (a temporary git worktree) on
 the same upstream and sends every call to both, in alternating order, so that the two are
@@ -283,7 +284,18 @@ def _row(size: int, n: int, typed: bool, through: Samples, straight: Samples) ->
             if name != "proxy"
         },
         "routes": dict(through.routes),
+        "slowest": _slowest(through),
     }
+
+
+def _slowest(samples: Samples, count: int = 3) -> list[dict[str, float]]:
+    """The ``count`` calls of most proxy-added time, each with its Server-Timing parts."""
+    total = samples.parts.get("proxy", [])
+    order = sorted(range(len(total)), key=total.__getitem__, reverse=True)[:count]
+    return [
+        {name: values[i] for name, values in samples.parts.items() if i < len(values)}
+        for i in order
+    ]
 
 
 def _format(row: dict[str, Any]) -> str:
@@ -295,7 +307,12 @@ def _format(row: dict[str, Any]) -> str:
         f"proxy-added p50 {row['proxy_added_p50']:5.2f} p99 {row['proxy_added_p99']:6.2f} ms"
         f" (read {row['read_p50']:.2f}, parse {row['parse_p50']:.2f}, render "
         f"{row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
-        f"routes {row['routes']}"
+        f"routes {row['routes']}\n    slowest: "
+        + "; ".join(
+            f"{call['proxy']:.1f} ms = "
+            + " + ".join(f"{name} {call[name]:.1f}" for name in (*_STAGES, "rest") if name in call)
+            for call in row["slowest"]
+        )
         + (
             f"\n    vs {row['baseline']}: proxy-added p50 {row['baseline_proxy_added_p50']:.2f}"
             f" p99 {row['baseline_proxy_added_p99']:.2f} ms (TTFT via proxy p99"

@@ -174,10 +174,11 @@ class NativeEncoder:
         if not fresh:
             return
 
-        def probe() -> None:
+        def probe() -> None:  # a block at a time: an inline probe waits for one at most
             try:
-                with _probe_lock:
-                    table.ensure(np.asarray(fresh, dtype=np.int64))
+                for block in fresh:
+                    with _probe_lock:
+                        table.ensure(np.asarray([block], dtype=np.int64))
             finally:
                 with _pending_lock:
                     _pending.difference_update((id(table), b) for b in fresh)
