@@ -86,7 +86,7 @@ class AddedSplit:
     ) -> tuple[bytes, Offsets, Offsets]:
         """The data with each stretch between added tokens normalized alone; the spans moved."""
         parts: list[bytes] = []
-        moved: list[int] = []
+        starts: list[int] = []
         at = size = 0
         for b, e in [*zip(begin.tolist(), end.tolist(), strict=True), (len(data), len(data))]:
             stretch = data[at:b].decode()
@@ -95,11 +95,11 @@ class AddedSplit:
             size += len(part)
             if e > b:
                 parts.append(data[b:e])
-                moved += (size, size + e - b)
+                starts.append(size)
                 size += e - b
             at = e
-        spans = np.asarray(moved, dtype=np.int64).reshape(-1, 2)
-        return b"".join(parts), spans[:, 0].copy(), spans[:, 1].copy()
+        moved = np.asarray(starts, dtype=np.int64)
+        return b"".join(parts), moved, moved + (end - begin)
 
 
 class SpansWithIds:
