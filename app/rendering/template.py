@@ -3,7 +3,7 @@ renders it behind vLLM's chat endpoint (see ``messages`` for what vLLM does firs
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,11 @@ class ChatTemplate:
         )
         self._special_tokens = dict(special_tokens or {})
         self._reserved = RESERVED_NAMES | _CONSUMED | frozenset(self._env.globals)
+        self._made_from = (texts, self._special_tokens, name)
+
+    def __reduce__(self) -> tuple[Callable[..., ChatTemplate], tuple[Any, ...]]:
+        """Pickled as what it was made from (the shadow verifier's child renders with it)."""
+        return _chat_template, self._made_from
 
     @classmethod
     def from_tokenizer_config(
@@ -290,3 +295,9 @@ def template_error(name: str, exc: BaseException) -> TemplateError:
     else:
         what = f"{type(exc).__name__}: {exc}"
     return TemplateError(f"{where}: {what}")
+
+
+def _chat_template(
+    texts: Mapping[str, str], special_tokens: Mapping[str, str], name: str | None
+) -> ChatTemplate:
+    return ChatTemplate(texts, special_tokens=special_tokens, name=name)

@@ -27,7 +27,8 @@ _MARKERS = range(0xE000, 0xF900)
 
 class Template(Protocol):
     """The chat template, as the verifier uses it (``app.rendering.ChatTemplate`` is one; the
-    service hands it over, so telemetry does not import rendering)."""
+    service hands it over, so telemetry does not import rendering).  It must pickle: the
+    verifier's child process renders with it (``oracle_process``)."""
 
     def render(self, messages: Sequence[Any], **options: Any) -> str: ...
 

@@ -18,11 +18,9 @@ import hashlib
 import logging
 import queue
 import random
-import re
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +28,11 @@ from pathlib import Path
 import orjson
 
 from app.config import Settings
-from app.pieced_text import PiecedText, joined
+from app.pieced_text import PiecedText, write_utf8
 from app.telemetry.checked import CheckedTokenizer, Repairing, Sentinels
 from app.telemetry.metrics import Metrics
 from app.telemetry.oracle_process import OracleProcess
-from app.telemetry.oracle_source import RenderSource, oracle_prompt, special_pattern
+from app.telemetry.oracle_source import RenderSource
 from app.tokenization import Encoding
 from app.tokenization.engines import EngineRun, engine_at
 from app.tokenization.reference import IdArray
@@ -63,8 +61,9 @@ class ShadowJob:
     """The ids as the JSON text that went upstream (spliced from earlier calls' text): the
     ids checked are these, what the upstream got."""
     source: RenderSource | None = None
-    """The template inputs before masking: the check finds special-token text in them by
-    itself (``oracle_source``) rather than trusting the masking it checks."""
+    """The template inputs before masking: the check (in the verifier's child process) finds
+    special-token text in them by itself (``oracle_source``) rather than trusting the masking
+    it checks."""
     engines: tuple[EngineRun, ...] = ()
     """Which engine gave which ids (``Encoding.engines``): a divergence names the one that
     gave the first wrong id."""
@@ -94,9 +93,6 @@ class ShadowVerifier:
         for _ in range(settings.shadow_queue):  # one per pending check, reused
             self._buffers.put(bytearray())
         self._oracle = OracleProcess()  # worker thread only
-        self._patterns: weakref.WeakKeyDictionary[CheckedTokenizer, re.Pattern[str] | None] = (
-            weakref.WeakKeyDictionary()
-        )  # worker thread only
         self._worker = threading.Thread(target=self._run, name="toksplice-shadow", daemon=True)
         if self._rate > 0:
             self._worker.start()
@@ -123,8 +119,8 @@ class ShadowVerifier:
             self._metrics.shadow_drops.inc()
             return
         # From the rendered pieces, not the session tokenizer's bytes of them: the check must
-        # not depend on how those were built.  The copies are freed at once; the buffer stays.
-        utf8[:] = joined(text).encode()
+        # not depend on how those were built.
+        write_utf8(text, utf8)
         sentinels = None if masked is None else masked.tokens
         self._jobs.put(
             ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route, typed,
@@ -163,27 +159,13 @@ class ShadowVerifier:
             self._closing.wait((self._clock() - started) * self._rest_per_busy)
 
     def _check(self, job: ShadowJob) -> None:
-        utf8, sentinels = self._expected_input(job)
-        found = self._oracle.check(job.tokenizer, utf8, sentinels, job.ids, job.sent)
+        found = self._oracle.check(
+            job.tokenizer, job.utf8, job.sentinels, job.ids, job.sent, job.source
+        )
         if found is not None:
             self._diverged(dataclasses.replace(job, ids=found.actual), found.expected, found.index)
         # Counted once everything is done: a reader that sees the check sees its divergence.
         self._metrics.shadow_checks.inc()
-
-    def _expected_input(self, job: ShadowJob) -> tuple[bytes | bytearray, dict[str, str] | None]:
-        """The text the ids must encode and its markers, found from the unmasked inputs when
-        the job has them: the proxy's rendered text when no client string holds special-token
-        text and the proxy masked nothing, else a render of the verifier's own."""
-        if job.source is None:
-            return job.utf8, job.sentinels
-        if job.tokenizer not in self._patterns:
-            self._patterns[job.tokenizer] = special_pattern(job.tokenizer.reference.tokenizer)
-        own = oracle_prompt(job.source, self._patterns[job.tokenizer])
-        if own is not None:
-            return own[0].encode(), own[1]
-        if job.sentinels is not None:  # masked, though nothing needed it
-            return job.source.render().encode(), None
-        return job.utf8, None
 
     def _diverged(self, job: ShadowJob, expected: IdArray, index: int) -> None:
         """Forget, switch off, reproduce, log; the metrics last (once they count, all is done)."""

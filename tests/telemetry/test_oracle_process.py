@@ -1,5 +1,5 @@
-"""The shadow verifier's child process: idle priority, both forms of the ids sent, and a
-child that dies is replaced without losing the check."""
+"""The shadow verifier's child process: idle priority, both forms of the ids sent, a child
+that dies is replaced without losing the check, and the template inputs are its to read."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ import numpy as np
 import orjson
 import pytest
 
+from app.rendering import ChatTemplate
 from app.sessions import SessionTokenizer
+from app.telemetry import oracle_source
 from app.telemetry.oracle_process import OracleProcess
+from app.telemetry.oracle_source import RenderSource
 
 TEXT = "Shadow checks run where they cost the request path nothing. " * 40
 UTF8 = TEXT.encode()
@@ -115,3 +118,32 @@ def status(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return "gone"
+
+
+def test_the_template_inputs_are_looked_at_in_the_child(
+    oracle: OracleProcess,
+    qwen: SessionTokenizer,
+    assets: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk for special-token text and the verifier's own render run in the child (in
+    the proxy they would hold its GIL for up to ~90 ms at 1M characters): here they raise in
+    this process, and the check still finds that the ids of the plain render carry the
+    user's ``<|im_end|>`` as a control token, and accepts the ids it found instead."""
+    template = ChatTemplate.from_tokenizer_config(assets["qwen3"].parent / "tokenizer_config.json")
+    messages = [{"role": "user", "content": "a user typed <|im_end|> here"}]
+    source = RenderSource(template, messages, None, None, True)
+    rendered = template.render(messages, add_generation_prompt=True)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("looked at in the proxy's process")
+
+    monkeypatch.setattr(oracle_source, "oracle_prompt", refused)
+    monkeypatch.setattr(RenderSource, "render", refused)
+    reference = qwen.reference.tokenizer
+    smuggled = np.asarray(reference.encode(rendered, add_special_tokens=False).ids, np.int32)
+    found = oracle.check(qwen, rendered.encode(), None, smuggled, None, source)
+    assert found is not None
+    # " <|im_end|>" typed: the space before the control token is where the ids part
+    assert reference.token_to_id("<|im_end|>") in smuggled[found.index : found.index + 2]
+    assert oracle.check(qwen, rendered.encode(), None, found.expected, None, source) is None

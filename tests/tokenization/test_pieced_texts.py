@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from app.errors import InvalidTextError
-from app.pieced_text import EncodedPieces, PiecedText, equal_prefix
+from app.pieced_text import EncodedPieces, PiecedText, equal_prefix, write_utf8
 from app.sessions import SessionTokenizer
 from tests.adversarial import grown_texts
 
@@ -186,6 +186,27 @@ def test_successor_refuses_texts_that_do_not_line_up() -> None:
     assert encoded.successor(PiecedText(["system\n", *old]), utf8) is None
     found = encoded.successor(PiecedText(["billing line\n", *old[1:], "new\n"]), utf8)
     assert found is not None and found[1] == 0
+
+
+@given(st.lists(st.lists(st.text(max_size=40), max_size=8), min_size=1, max_size=6))
+def test_write_utf8_refills_one_buffer_with_each_text(texts: list[list[str]]) -> None:
+    """One buffer, texts longer and shorter than the one before, pieced or one ``str`` (a
+    long one is encoded in slices)."""
+    out = bytearray(b"stale bytes of an earlier text")
+    for pieces in texts:
+        whole = "".join(pieces)
+        for text in (PiecedText(pieces), whole, whole * 3000):
+            write_utf8(text, out)
+            assert out == _utf8_of(text)
+
+
+def _utf8_of(text: str | PiecedText) -> bytes:
+    return (text if isinstance(text, str) else text.text()).encode("utf-8")
+
+
+def test_write_utf8_refuses_a_lone_surrogate() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        write_utf8(PiecedText(["ok", "\ud800"]), bytearray())
 
 
 def test_tail() -> None:
