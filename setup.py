@@ -12,7 +12,10 @@ setup(
         ),
         Extension(
             "app.tokenization.native._native",
-            [f"app/tokenization/native/{name}.c" for name in ("_native", "scan", "bpe", "added")],
+            [
+                f"app/tokenization/native/{name}.c"
+                for name in ("_native", "scan", "bpe", "added", "strings")
+            ],
             depends=["app/tokenization/native/native.h"],
             extra_compile_args=[
                 "-O3", "-g", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"

@@ -36,10 +36,10 @@ import numpy.typing as npt
 from app.memos import Memos
 from app.sessions.piece_repair import Piece
 from app.tokenization.engines import Engine, EngineParts, EngineRun, runs_of
+from app.tokenization.native._native import common_prefix, common_suffix
 from app.tokenization.reference import CopiedIds, IdArray
 from app.tokenization.state import SessionState
 
-_CHUNK = 1 << 16
 _TRIES = 8  # resync attempts after a change before only the common suffix is tried
 _PROBE = 32  # characters before a match looked up in the old text
 _NEAR = 4096  # ... this far either side of where the last shift puts them
@@ -160,7 +160,7 @@ class PieceEncoder:
         position = self._reuse_prefix(old, text, out) if old is not None else 0
         resync = None
         if old is not None:
-            resync = _Resync(old, text, _common_suffix(old.text, text, position))
+            resync = _Resync(old, text, common_suffix(old.text, text, position))
         shift = 0  # where the old text lines up with the new one at ``position``
         while (match := self._find.search(text, position)) is not None:
             run = resync.run_at(match, self._longest) if resync is not None else None
@@ -197,7 +197,7 @@ class PieceEncoder:
     def _reuse_prefix(self, old: PieceState, text: str, out: _Builder) -> int:
         """Copies the old matches (and ids) that end safely inside the common prefix; returns
         where scanning resumes."""
-        safe = _common_prefix(old.text, text) - self._longest
+        safe = common_prefix(old.text, text) - self._longest
         kept = int(np.searchsorted(old.ends, safe, side="right"))
         if not kept:
             return 0
@@ -282,8 +282,8 @@ def _shared(old: PieceState, index: int, masked: str) -> int:
     start = int(old.ends[index - 1]) if index else 0
     end = int(old.starts[index]) if index < len(old.starts) else len(old.text)
     piece = old.text[start:end]
-    prefix = _common_prefix(piece, masked)
-    return prefix + _common_suffix(piece, masked, prefix)
+    prefix = common_prefix(piece, masked)
+    return prefix + common_suffix(piece, masked, prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +347,7 @@ class _Resync:
         j = int(np.searchsorted(old.starts, at))
         if j == len(old.starts) or old.starts[j] != at or old.ends[j] != at + length:
             return None
-        same = _common_prefix(old.text, self.text, at, start)
+        same = common_prefix(old.text, self.text, at, start)
         to_end = at + same == len(old.text) and start + same == len(self.text)
         limit = at + same if to_end else at + same - longest
         last = int(np.searchsorted(old.ends, limit, side="right"))
@@ -373,39 +373,3 @@ def _copy_matches(old: PieceState, run: _Run, out: _Builder) -> int:
     return len(old.text) + shift if run.to_end else int(old.ends[last - 1]) + shift
 
 
-def _common_prefix(a: str, b: str, i: int = 0, j: int = 0) -> int:
-    """Length of the common prefix of ``a[i:]`` and ``b[j:]``, by C-level comparison of
-    chunks that double while they agree (so a short agreement costs little)."""
-    n = min(len(a) - i, len(b) - j)
-    lo, step = 0, 256
-    while lo < n:
-        hi = min(n, lo + step)
-        if a[i + lo : i + hi] != b[j + lo : j + hi]:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[i + lo : i + mid] == b[j + lo : j + mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo, step = hi, min(2 * step, _CHUNK)
-    return max(n, 0)
-
-
-def _common_suffix(a: str, b: str, floor: int) -> int:
-    """Length of the common suffix of two strings, not reaching below ``floor`` in either."""
-    n = min(len(a), len(b)) - floor
-    la, lb = len(a), len(b)
-    lo = 0
-    while lo < n:
-        hi = min(n, lo + _CHUNK)
-        if a[la - hi : la - lo] != b[lb - hi : lb - lo]:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo = hi
-    return max(n, 0)

@@ -525,8 +525,15 @@ static PyTypeObject AddedTokensType = {
     .tp_methods = AddedTokens_methods,
 };
 
+static PyMethodDef native_functions[] = {
+    {"common_prefix", strings_common_prefix, METH_VARARGS,
+     "Length of the common prefix of a[i:] and b[j:] (two str)."},
+    {"common_suffix", strings_common_suffix, METH_VARARGS,
+     "Length of the common suffix of two str, not reaching below floor in either."},
+    {NULL}};
+
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL, NULL, NULL, NULL, NULL};
+    PyModuleDef_HEAD_INIT, "_native", NULL, -1, native_functions, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;

@@ -84,4 +84,10 @@ typedef struct {
  * memory. */
 int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out);
 
+/* common_prefix(a, b, i=0, j=0) and common_suffix(a, b, floor) of two str (strings.c). */
+#ifdef Py_PYTHON_H
+PyObject *strings_common_prefix(PyObject *self, PyObject *args);
+PyObject *strings_common_suffix(PyObject *self, PyObject *args);
+#endif
+
 #endif

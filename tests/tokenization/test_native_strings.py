@@ -1,0 +1,68 @@
+"""The native common prefix and suffix of two ``str``, read in place, against a plain Python
+walk: strings of every storage kind (ASCII, Latin-1, BMP, astral) and of mixed kinds, short
+and long (past the block size and the length at which the GIL is released)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.tokenization.native._native import common_prefix, common_suffix
+
+ALPHABETS = ["ab", "aé", "a€", "a😀", "é€😀"]
+
+
+def _prefix(a: str, b: str, i: int, j: int) -> int:
+    k = 0
+    while i + k < len(a) and j + k < len(b) and a[i + k] == b[j + k]:
+        k += 1
+    return k
+
+
+def _suffix(a: str, b: str, floor: int) -> int:
+    n = min(len(a), len(b)) - floor
+    k = 0
+    while k < n and a[len(a) - 1 - k] == b[len(b) - 1 - k]:
+        k += 1
+    return max(k, 0)
+
+
+@st.composite
+def related(draw: st.DrawFn) -> tuple[str, str]:
+    """Two strings that share a long stretch: one, and a copy with a few edits, perhaps
+    repeated many times (past 64K bytes) and perhaps in another alphabet's kind."""
+
+    def text(max_size: int) -> str:
+        alphabet = st.sampled_from(ALPHABETS[draw(st.integers(0, len(ALPHABETS) - 1))])
+        return draw(st.text(alphabet, max_size=max_size))
+
+    base = text(60) * draw(st.sampled_from([1, 3, 2000]))
+    other = list(base)
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(other)))
+        other[at:at] = text(3)
+    return base, "".join(other)
+
+
+@given(related(), st.integers(0, 5), st.integers(0, 5))
+def test_common_prefix_is_the_first_difference(pair: tuple[str, str], i: int, j: int) -> None:
+    a, b = pair
+    for x, y in ((a, b), (b, a)):
+        assert common_prefix(x, y) == _prefix(x, y, 0, 0)
+        assert common_prefix(x, y, i, j) == _prefix(x, y, i, j)
+
+
+@given(related(), st.integers(0, 8))
+def test_common_suffix_is_the_last_difference(pair: tuple[str, str], floor: int) -> None:
+    a, b = pair
+    for x, y in ((a, b), (b, a)):
+        assert common_suffix(x, y, floor) == _suffix(x, y, floor)
+
+
+def test_offsets_past_the_end_and_negative() -> None:
+    assert common_prefix("abc", "abc", 3, 0) == 0
+    assert common_prefix("abc", "abc", 9, 9) == 0
+    assert common_suffix("abc", "abc", 9) == 0
+    with pytest.raises(ValueError):
+        common_prefix("abc", "abc", -1, 0)
