@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from app.__main__ import serve_settings
 from app.config import Settings
 from app.sessions import SessionTokenizer
 from app.tokenization.native.encoder import NativeEncoder
+from app.tokenization.native.nfc import Alignment
 from app.tokenization.native_route import CpuEncoder
 from app.tokenization.reference import ReferenceEncoder
 from gpu_kernels import UnsupportedTokenizer
@@ -286,6 +288,41 @@ def test_text_nfc_changes(
     """Normalized first, the ends moved back; a token ending inside a changed window (the
     reference's offsets would put it somewhere in its characters) is declined."""
     assert_exact(reference("qwen3"), native("qwen3"), text)
+
+
+@st.composite
+def _windows_and_ends(draw: st.DrawFn) -> tuple[Alignment, npt.NDArray[np.int32]]:
+    """Disjoint windows [begin, end) over a normalized text, what each gained, and ascending
+    token ends (some on window edges, some perhaps inside one)."""
+    edges = sorted(draw(st.sets(st.integers(0, 400), max_size=12)))
+    pairs = list(zip(edges[::2], edges[1::2], strict=False))
+    gained = np.cumsum([draw(st.integers(-3, 3)) for _ in pairs]).astype(np.int64)
+    begin = np.asarray([a for a, _ in pairs], dtype=np.int64)
+    end = np.asarray([b for _, b in pairs], dtype=np.int64)
+    points = draw(st.lists(st.sampled_from([*edges, *range(0, 401, 7)]), max_size=60))
+    ends = np.asarray(sorted(set(points)), dtype=np.int32)
+    return Alignment(begin, end, gained), ends
+
+
+@given(_windows_and_ends())
+def test_token_ends_move_back_by_what_the_windows_before_them_gained(
+    case: tuple[Alignment, npt.NDArray[np.int32]],
+) -> None:
+    """Each end, one by one: None if inside a window, else less what the windows wholly at or
+    before it gained."""
+    alignment, ends = case
+    want: list[int] | None = []
+    for e in ends.tolist():
+        windows = list(zip(alignment.begin.tolist(), alignment.end.tolist(), strict=True))
+        if any(a < e < b for a, b in windows):
+            want = None
+            break
+        done = [w for w, (_, b) in enumerate(windows) if b <= e]
+        assert want is not None
+        want.append(e - (int(alignment.gained[done[-1]]) if done else 0))
+    got = alignment.original_ends(ends)
+    assert (None if got is None else got.tolist()) == want
+    assert got is None or got.dtype == np.int32
 
 
 def test_a_token_inside_a_changed_window_is_declined(

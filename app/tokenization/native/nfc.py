@@ -35,17 +35,20 @@ class Alignment(NamedTuple):
     gained: _Offsets
 
     def original_ends(self, ends: OffsetArray) -> OffsetArray | None:
-        """``ends`` (in the normalized bytes) moved to the original's; None when one of them
-        falls inside a changed window."""
+        """``ends`` (in the normalized bytes, ascending) moved to the original's; None when
+        one of them falls inside a changed window.  The windows, not the ends, are looked
+        up (a few windows, hundreds of thousands of ends): the ends from the first at or
+        after a window's end up to the next window's move by what the windows so far
+        gained."""
         if not len(self.begin):
             return ends
-        at = np.maximum(np.searchsorted(self.begin, ends, side="right") - 1, 0)
-        begin, end = self.begin[at], self.end[at]
-        if np.any((ends > begin) & (ends < end)):
+        inside_from = np.searchsorted(ends, self.begin, side="right")  # first end > begin
+        done_from = np.searchsorted(ends, self.end, side="left")  # first end >= end
+        if np.any(done_from > inside_from):
             return None
-        done = np.where(ends >= end, at + 1, at)  # windows wholly at or before each end
-        shift = np.where(done > 0, self.gained[np.maximum(done - 1, 0)], 0)
-        moved: OffsetArray = (ends - shift).astype(np.int32)
+        counts = np.diff(done_from, prepend=0, append=len(ends))
+        shift = np.repeat(np.concatenate(([0], self.gained)).astype(np.int32), counts)
+        moved: OffsetArray = ends - shift
         return moved
 
 
