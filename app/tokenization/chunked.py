@@ -56,6 +56,8 @@ class NativeIds(Protocol):
 
     def stats(self) -> dict[str, object]: ...
 
+    def prepare(self, utf8: bytes) -> None: ...
+
 
 _WORKERS = os.cpu_count() or 1
 _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="native-chunks")
@@ -102,6 +104,7 @@ class ChunkedEncoder:
         texts = [piece.decode("utf-8") for piece in pieces]
         found: list[tuple[IdArray, OffsetArray] | None] = [None] * len(spans)
         if self.native is not None:
+            self.native.prepare(data)
             found = self._natively(texts, pieces)
         native_bytes = sum(b - a for (a, b), part in zip(spans, found, strict=True) if part)
         names: list[Engine] = ["native" if part else "reference" for part in found]

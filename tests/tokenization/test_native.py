@@ -21,10 +21,13 @@ from tokenizers import Tokenizer
 from app.__main__ import serve_settings
 from app.config import Settings
 from app.sessions import SessionTokenizer
+from app.tokenization.boundaries import CutRules
+from app.tokenization.chunked import ChunkedEncoder
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native.nfc import Alignment
 from app.tokenization.native_route import CpuEncoder
 from app.tokenization.reference import ReferenceEncoder
+from app.tokenizer_spec import load_spec
 from gpu_kernels import UnsupportedTokenizer
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import decode, marked, nfc_windows
@@ -389,3 +392,22 @@ def test_the_cpu_encoder_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOKSPLICE_CPU_ENCODER", "fast")
     with pytest.raises(ValueError, match="cpu_encoder"):
         Settings()
+
+
+def test_a_long_text_in_chunks_probes_its_new_blocks_once(
+    reference: Callable[[str], Tokenizer], assets: dict[str, Path]
+) -> None:
+    """A cold start in 32 KiB chunks, each too short to wait for the blocks it is the first to
+    touch: the whole text is long enough, so they are probed once before the chunks run, and
+    every chunk is encoded natively (none declined to the reference)."""
+    table = ClassTable()
+    tokenizer = ReferenceEncoder(reference("llama3"))
+    native = NativeEncoder(tokenizer, classes=table, probe_later_below=1 << 15)
+    chunked = ChunkedEncoder(tokenizer, CutRules(load_spec(assets["llama3"])), 1 << 15, native)
+    text = "".join(f"line {i}: Ἀθῆναι ᚠᛇᚻ 𝔘𝔫𝔦 ꧐꧑꧒\n" for i in range(20_000))
+    assert not table.probed[[ord(c) >> 12 for c in "Ἀᚠ𝔘꧐"]].any()
+    encoded = chunked.encode(text.encode(), text)
+    assert encoded.chunks > 8
+    assert encoded.native_bytes == len(text.encode())
+    assert native.stats()["declined"] == {}
+    assert encoded.ids.tolist() == reference("llama3").encode(text, add_special_tokens=False).ids

@@ -115,13 +115,8 @@ class NativeEncoder:
         payload = self.plan.split.payload(text, utf8=utf8)
         if payload.rewritten:  # a normalizer other than NFC changed it
             return self._declines("the normalizer changes the text")
-        missing = self._core.missing_blocks(payload.data)
-        if missing:  # class blocks to probe first (once per process)
-            if len(payload.data) < self._probe_later_below * len(missing):
-                self._probe_later(missing)
-                return self._declines("class blocks are being probed")
-            with _probe_lock:
-                self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
+        if not self._blocks_ready(payload.data):
+            return self._declines("class blocks are being probed")
         if payload.assumed:
             found = self._core.nfc_windows(payload.data, payload.span_begin, payload.span_end)
             if found is None:  # a character Python lacks: the reference's normalizer decides
@@ -137,6 +132,28 @@ class NativeEncoder:
         else:
             ends = self._ends_around_dropped(ids, payload)
         return None if ends is None else (ids, ends)
+
+    def prepare(self, utf8: bytes) -> None:
+        """Before a text is encoded in parts (``chunked``): the class blocks it touches are
+        probed now where the whole text is long enough to wait for them, as ``encode``
+        decides for one text; else left to the background.  Without it each 32 KiB chunk of
+        a process's first 1M-character cold start is too short for its new blocks, and all
+        of them went to the reference."""
+        self._blocks_ready(utf8)
+
+    def _blocks_ready(self, utf8: bytes) -> bool:
+        """Whether the class blocks ``utf8`` touches are probed (once per process): those not
+        yet probed are probed now, or, for a text shorter than ``probe_later_below`` bytes
+        per such block, in the background, and then False."""
+        missing = self._core.missing_blocks(utf8)
+        if not missing:
+            return True
+        if len(utf8) < self._probe_later_below * len(missing):
+            self._probe_later(missing)
+            return False
+        with _probe_lock:
+            self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
+        return True
 
     def _normalized(
         self, payload: Payload, begin: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
