@@ -1,6 +1,6 @@
 """The native common prefix and suffix of two ``str``, read in place, against a plain Python
 walk: strings of every storage kind (ASCII, Latin-1, BMP, astral) and of mixed kinds, short
-and long (past the block size and the length at which the GIL is released)."""
+and long (past the block size)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
  *
  * A session's typed prompt is compared with its previous one every call: with slices, two
  * copies of a megabyte-sized string (up to four bytes a character) per call, ~1 ms at 1M
- * characters.  Strings of one kind are compared with memcmp a block at a time (without the
- * GIL when long: str objects are immutable), strings of different kinds a character at a
- * time.
+ * characters.  Strings of one kind are compared with memcmp a block at a time, strings of
+ * different kinds a character at a time.  The GIL stays held: the comparison is on the
+ * request path, and a thread that lets the GIL go for a fraction of a millisecond can wait
+ * up to the switch interval (5 ms) to have it back from another thread running Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -13,7 +14,6 @@
 #include "native.h"
 
 #define BLOCK 4096
-#define NOGIL_BYTES (1 << 16)
 
 /* Units equal from the start (forward) or from the end (backward) of two runs of n units. */
 static Py_ssize_t same_kind(const char *a, const char *b, Py_ssize_t n, int kind, int forward) {
@@ -44,15 +44,7 @@ static Py_ssize_t agree(PyObject *a, Py_ssize_t i, PyObject *b, Py_ssize_t j, Py
     const char *da = PyUnicode_DATA(a), *db = PyUnicode_DATA(b);
     if (ka == kb) {
         const char *x = da + (forward ? i : i - n) * ka, *y = db + (forward ? j : j - n) * kb;
-        Py_ssize_t found;
-        if ((size_t)n * (size_t)ka >= NOGIL_BYTES) {
-            Py_BEGIN_ALLOW_THREADS
-            found = same_kind(x, y, n, ka, forward);
-            Py_END_ALLOW_THREADS
-        } else {
-            found = same_kind(x, y, n, ka, forward);
-        }
-        return found;
+        return same_kind(x, y, n, ka, forward);
     }
     Py_ssize_t k = 0;
     if (forward) {
