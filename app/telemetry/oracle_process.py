@@ -112,7 +112,7 @@ class OracleProcess:
         source: RenderSource | None = None,
     ) -> Divergence | None:
         """Compares ``sent`` (the ids' JSON text, when that is what went upstream) or else
-        ``ids`` with the reference's ids of the text the child finds (``expected_input``)
+        ``ids`` with the reference's ids of the text the child finds (``_expected_input``)
         from ``source``, ``utf8`` and ``sentinels``; blocks until the child answers.  None
         when they are equal.  The template of ``source`` must pickle."""
         actual = np.ascontiguousarray(ids).view(np.uint8).data if sent is None else sent

@@ -50,7 +50,9 @@ static Py_ssize_t agree(PyObject *a, Py_ssize_t i, PyObject *b, Py_ssize_t j, Py
     if (forward) {
         while (k < n && PyUnicode_READ(ka, da, i + k) == PyUnicode_READ(kb, db, j + k)) k++;
     } else {
-        while (k < n && PyUnicode_READ(ka, da, i - 1 - k) == PyUnicode_READ(kb, db, j - 1 - k)) k++;
+        while (k < n &&
+               PyUnicode_READ(ka, da, i - 1 - k) == PyUnicode_READ(kb, db, j - 1 - k))
+            k++;
     }
     return k;
 }
