@@ -14,7 +14,7 @@ setup(
             "app.tokenization.native._native",
             [
                 f"app/tokenization/native/{name}.c"
-                for name in ("_native", "scan", "bpe", "added", "strings")
+                for name in ("_native", "survey", "scan", "bpe", "added", "strings")
             ],
             depends=["app/tokenization/native/native.h"],
             extra_compile_args=[

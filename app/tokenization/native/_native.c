@@ -1,15 +1,20 @@
 /* The native encoder's hot loop: decode UTF-8, look classes up, scan pieces, merge each.
  *
  * Encoder(family, classes, folds, kinds, nfc, probed, numeric, byte_ids, pair_keys,
- *         pair_ranks, pair_merged, width, ignore_merges, word_bytes, word_at, word_ids, dropped)
+ *         pair_ranks, pair_merged, width, ignore_merges, word_bytes, word_at, word_ids, dropped,
+ *         lengths)
  * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
  * here through the buffer protocol, so no second copy of the rules) and builds hash tables of
  * the merges (byte_bpe.MergeTable's sorted arrays) and of the whole words; dropped (256 flags)
- * are the bytes a trailing character-removing Split takes out of every piece.
- * encode(data, span_begin, span_end, added_ids) returns the ids as int32 bytes, or the list of
- * class blocks the text touches that are not probed yet (the caller probes them and calls
- * again).  Everything after that check runs without the GIL.  nfc_windows(data, span_begin,
- * span_end) finds where NFC might change the text (payload.nfc_windows, sequentially).
+ * are the bytes a trailing character-removing Split takes out of every piece, lengths the
+ * bytes of each id.
+ * encode(data, span_begin, span_end, added_ids, check_nfc, moves) returns (ids, ends) as
+ * int32 bytes, ends moved back by moves (nfc.Alignment as int64 triples) or an int where
+ * there are none (0: bytes are dropped, ENDS_* of native.h); or, with nothing encoded, what
+ * stands in the way: the list of class blocks not probed yet (the caller probes them and calls
+ * again), with check_nfc the NFC windows (int64 pairs, payload.nfc_windows) or None where a
+ * character is unknown to NFC.  All of it runs in one stretch without the GIL (survey.c), so
+ * the chunks of a text encode on every core with nothing between them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,11 +24,7 @@
 
 #include "native.h"
 
-#define BLOCK_BITS 12
-#define BLOCKS ((0x110000 >> BLOCK_BITS) + 1)
-
 enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, T_NUMERIC, N_TABLES };
-enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN }; /* gpu_kernels.char_classes */
 
 typedef struct {
     PyObject_HEAD
@@ -32,6 +33,8 @@ typedef struct {
     int family;
     int drops;
     uint8_t dropped[256];
+    int32_t *lengths; /* the bytes of each id */
+    size_t n_lengths;
     Model model;
 } Encoder;
 
@@ -45,6 +48,8 @@ static void encoder_clear(Encoder *e) {
     PyMem_Free(e->model.word_bytes);
     PyMem_Free(e->model.word_at);
     PyMem_Free(e->model.word_ids);
+    PyMem_Free(e->lengths);
+    e->lengths = NULL;
     memset(&e->model, 0, sizeof(e->model));
 }
 
@@ -135,15 +140,21 @@ static int build_words(Model *m, PyObject *bytes, PyObject *at, PyObject *ids) {
 }
 
 static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
-    PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *wbytes, *wat, *wids;
+    PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *wbytes, *wat, *wids, *lengths;
     Py_buffer dropped;
     int ignore;
     long long width;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOLpOOOy*", &e->family, &t[0], &t[1], &t[2], &t[3],
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOLpOOOy*O", &e->family, &t[0], &t[1], &t[2], &t[3],
                           &t[4], &t[5], &byte_ids, &keys, &ranks, &merged, &width, &ignore,
-                          &wbytes, &wat, &wids, &dropped))
+                          &wbytes, &wat, &wids, &dropped, &lengths))
         return -1;
     encoder_clear(e);
+    Py_ssize_t n_lengths = 0;
+    if ((e->lengths = copied(lengths, 4, &n_lengths)) == NULL) {
+        PyBuffer_Release(&dropped);
+        return -1;
+    }
+    e->n_lengths = (size_t)n_lengths;
     int dropped_ok = dropped.len == 256;
     if (dropped_ok) memcpy(e->dropped, dropped.buf, 256);
     PyBuffer_Release(&dropped);
@@ -160,7 +171,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     for (int i = 0; i < N_TABLES; i++) {
         if (PyObject_GetBuffer(t[i], &e->tables[i], PyBUF_C_CONTIGUOUS) < 0) return -1;
         e->held++;
-        if (e->tables[i].len != (i == T_PROBED ? BLOCKS : 0x110001)) {
+        if (e->tables[i].len != (i == T_PROBED ? SURVEY_BLOCKS : 0x110001)) {
             PyErr_SetString(PyExc_ValueError, "class table of the wrong size");
             return -1;
         }
@@ -188,21 +199,6 @@ static void Encoder_dealloc(Encoder *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* Code point of the UTF-8 character at data[i] (valid UTF-8: it came from str.encode) and
- * its width. */
-static inline uint32_t decode_at(const uint8_t *d, size_t i, int *width) {
-    uint8_t b = d[i];
-    if (b < 0x80) { *width = 1; return b; }
-    if (b < 0xE0) { *width = 2; return ((uint32_t)(b & 0x1F) << 6) | (d[i + 1] & 0x3F); }
-    if (b < 0xF0) {
-        *width = 3;
-        return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(d[i + 1] & 0x3F) << 6) | (d[i + 2] & 0x3F);
-    }
-    *width = 4;
-    return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(d[i + 1] & 0x3F) << 12) |
-           ((uint32_t)(d[i + 2] & 0x3F) << 6) | (d[i + 3] & 0x3F);
-}
-
 typedef struct {
     uint32_t *cp, *at, *starts;
     uint8_t *cls;
@@ -224,7 +220,7 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t a, size
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
         int width;
-        uint32_t c = decode_at(data, i, &width);
+        uint32_t c = utf8_decode_at(data, i, &width);
         w->cp[n] = c;
         w->cls[n] = classes[c];
         w->at[n] = (uint32_t)(i - a);
@@ -253,52 +249,40 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t a, size
     return count;
 }
 
-static PyObject *unprobed_blocks(const Encoder *e, const uint8_t *data, size_t n) {
-    const uint8_t *probed = e->tables[T_PROBED].buf;
-    uint8_t seen[BLOCKS] = {0};
-    if (n) seen[0] = !probed[0];
-    for (size_t i = 0; i < n; i++) {
-        if (data[i] < 0xC0) continue;
-        int width;
-        uint32_t block = decode_at(data, i, &width) >> BLOCK_BITS;
-        seen[block] = !probed[block];
-    }
-    PyObject *missing = PyList_New(0);
-    for (int b = 0; missing != NULL && b < BLOCKS; b++) {
-        if (!seen[b]) continue;
+/* The list of blocks missing flags; NULL with an error set. */
+static PyObject *block_list(const uint8_t *missing) {
+    PyObject *list = PyList_New(0);
+    for (int b = 0; list != NULL && b < SURVEY_BLOCKS; b++) {
+        if (!missing[b]) continue;
         PyObject *v = PyLong_FromLong(b);
-        if (v == NULL || PyList_Append(missing, v) < 0) Py_CLEAR(missing);
+        if (v == NULL || PyList_Append(list, v) < 0) Py_CLEAR(list);
         Py_XDECREF(v);
     }
-    return missing;
+    return list;
 }
 
-static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
-    Py_buffer text, begin, end, added;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*", &text, &begin, &end, &added)) return NULL;
-    PyObject *result = NULL;
-    size_t n = (size_t)text.len, spans = (size_t)begin.len / 8;
-    const uint8_t *data = text.buf;
-    const int64_t *sb = begin.buf, *se = end.buf;
-    const int32_t *ids = added.buf;
-    if ((size_t)end.len != 8 * spans || (size_t)added.len != 4 * spans || n >= UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "spans, ids or text of the wrong size");
-        goto done;
-    }
-    result = unprobed_blocks(e, data, n);
-    if (result == NULL || PyList_GET_SIZE(result) > 0) goto done;
-    Py_CLEAR(result);
+/* What one encode found, GIL-free, for the Python objects built after it. */
+typedef struct {
+    uint8_t missing[SURVEY_BLOCKS];
+    int blocked, nfc; /* nfc: 1 a character NFC_UNKNOWN, -1 out of memory */
+    NfcWindows windows;
+    int32_t *ids, *ends;
+    long count; /* -1 out of memory, -2 spans out of order */
+    int ends_code;
+} Encoded;
+
+/* Ids of data[0:n] with its added tokens (sb, se, ids: spans sorted) into r. */
+static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const int64_t *sb,
+                         const int64_t *se, const int32_t *ids, size_t spans, Encoded *r) {
     Work w = {0};
-    int32_t *out = NULL;
-    long count = 0;
-    Py_BEGIN_ALLOW_THREADS
     w.cp = malloc((n + 1) * 4);
     w.at = malloc((n + 1) * 4);
     w.starts = malloc((n + 1) * 4);
     w.cls = malloc(n + 1);
     scratch_init(&w.scratch);
-    out = malloc((n + 1) * 4);
-    if (!w.cp || !w.at || !w.starts || !w.cls || !out) count = -1;
+    r->ids = malloc((n + 1) * 4);
+    long count = 0;
+    if (!w.cp || !w.at || !w.starts || !w.cls || !r->ids) count = -1;
     size_t at = 0;
     for (size_t k = 0; count >= 0 && k <= spans; k++) {
         size_t stop = k < spans ? (size_t)sb[k] : n;
@@ -306,109 +290,107 @@ static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
             count = -2;
             break;
         }
-        long got = stop > at ? encode_stretch(e, data, at, stop, &w, out + count) : 0;
+        long got = stop > at ? encode_stretch(e, data, at, stop, &w, r->ids + count) : 0;
         if (got < 0) {
             count = -1;
             break;
         }
         count += got;
         if (k < spans) {
-            out[count++] = ids[k];
+            r->ids[count++] = ids[k];
             at = (size_t)se[k];
         }
     }
     work_free(&w);
-    Py_END_ALLOW_THREADS
-    if (count == -2)
-        PyErr_SetString(PyExc_ValueError, "added-token spans out of order");
-    else if (count < 0)
-        PyErr_NoMemory();
+    r->count = count;
+}
+
+/* The survey, the merges and the ends of one text, without the GIL. */
+static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const int64_t *sb,
+                        const int64_t *se, const int32_t *ids, size_t spans, int check_nfc,
+                        const int64_t *moves, size_t n_moves, Encoded *r) {
+    r->blocked = survey_blocks(e->tables[T_PROBED].buf, data, n, r->missing);
+    if (r->blocked) return;
+    if (check_nfc) {
+        r->nfc = survey_nfc(e->tables[T_NFC].buf, data, n, sb, se, spans, &r->windows);
+        if (r->nfc || r->windows.count) return;
+    }
+    encode_spans(e, data, n, sb, se, ids, spans, r);
+    if (r->count < 0 || e->drops) return;
+    r->ends = malloc((r->count + 1) * 4);
+    if (r->ends == NULL)
+        r->count = -1;
     else
-        result = PyBytes_FromStringAndSize((const char *)out, count * 4);
-    free(out);
-done:
+        r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->n_lengths, n, moves,
+                                   n_moves, r->ends);
+}
+
+/* The Python answer to what encode_text found (see Encoder_encode). */
+static PyObject *encoded_result(const Encoder *e, const Encoded *r) {
+    if (r->blocked) return block_list(r->missing);
+    if (r->nfc < 0 || r->count == -1) return PyErr_NoMemory();
+    if (r->nfc > 0) return Py_NewRef(Py_None);
+    if (r->windows.count)
+        return PyBytes_FromStringAndSize((const char *)r->windows.pairs,
+                                         r->windows.count * 2 * sizeof(int64_t));
+    if (r->count == -2) {
+        PyErr_SetString(PyExc_ValueError, "added-token spans out of order");
+        return NULL;
+    }
+    PyObject *ends = e->drops || r->ends_code
+                         ? PyLong_FromLong(e->drops ? 0 : r->ends_code)
+                         : PyBytes_FromStringAndSize((const char *)r->ends, r->count * 4);
+    PyObject *ids = ends ? PyBytes_FromStringAndSize((const char *)r->ids, r->count * 4) : NULL;
+    PyObject *result = ids ? PyTuple_Pack(2, ids, ends) : NULL;
+    Py_XDECREF(ids);
+    Py_XDECREF(ends);
+    return result;
+}
+
+static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
+    Py_buffer text, begin, end, added, moves;
+    int check_nfc;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*py*", &text, &begin, &end, &added, &check_nfc, &moves))
+        return NULL;
+    PyObject *result = NULL;
+    size_t n = (size_t)text.len, spans = (size_t)begin.len / 8, n_moves = (size_t)moves.len / 24;
+    if ((size_t)end.len != 8 * spans || (size_t)added.len != 4 * spans ||
+        (size_t)moves.len != 24 * n_moves || n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "spans, ids, moves or text of the wrong size");
+    } else {
+        Encoded r = {0};
+        Py_BEGIN_ALLOW_THREADS
+        encode_text(e, text.buf, n, begin.buf, end.buf, added.buf, spans, check_nfc, moves.buf,
+                    n_moves, &r);
+        Py_END_ALLOW_THREADS
+        result = encoded_result(e, &r);
+        free(r.windows.pairs);
+        free(r.ids);
+        free(r.ends);
+    }
     PyBuffer_Release(&text);
     PyBuffer_Release(&begin);
     PyBuffer_Release(&end);
     PyBuffer_Release(&added);
-    return result;
-}
-
-/* Byte windows [begin, end) around each character NFC may join to the one before, from the
- * last NFC boundary before it to the first after (added-token spans count as one boundary
- * character each); None when a character is NFC_UNKNOWN.  The blocks must be probed. */
-static PyObject *Encoder_nfc_windows(Encoder *e, PyObject *args) {
-    Py_buffer text, begin, end;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &text, &begin, &end)) return NULL;
-    const uint8_t *nfc = e->tables[T_NFC].buf, *data = text.buf;
-    const int64_t *sb = begin.buf, *se = end.buf;
-    size_t n = (size_t)text.len, spans = (size_t)begin.len / 8, k = 0, count = 0, cap = 16;
-    int64_t *out = PyMem_Malloc(2 * cap * sizeof(int64_t));
-    int64_t bound = 0, open = -1; /* the last boundary's byte offset; the open window's start */
-    int unknown = 0;
-    for (size_t i = 0; out != NULL && i <= n;) {
-        int width = 1, code = NFC_BOUNDARY;
-        size_t next;
-        if (i == n) {
-            next = n + 1;
-        } else if (k < spans && (size_t)sb[k] == i) {
-            next = (size_t)se[k++];
-        } else {
-            code = nfc[decode_at(data, i, &width)];
-            next = i + width;
-        }
-        if (code == NFC_UNKNOWN) {
-            unknown = 1;
-            break;
-        }
-        if (code == NFC_BOUNDARY) {
-            if (open >= 0) {
-                if (count == cap) {
-                    cap *= 2;
-                    int64_t *grown = PyMem_Realloc(out, 2 * cap * sizeof(int64_t));
-                    if (grown == NULL) PyMem_Free(out);
-                    out = grown;
-                    if (out == NULL) break;
-                }
-                out[2 * count] = open;
-                out[2 * count++ + 1] = (int64_t)(i < n ? i : n);
-                open = -1;
-            }
-            bound = (int64_t)i;
-        } else if (open < 0) {
-            open = bound;
-        }
-        i = next;
-    }
-    PyObject *result = NULL;
-    if (out == NULL)
-        PyErr_NoMemory();
-    else if (unknown)
-        result = Py_NewRef(Py_None);
-    else
-        result = PyBytes_FromStringAndSize((const char *)out, count * 2 * sizeof(int64_t));
-    PyMem_Free(out);
-    PyBuffer_Release(&text);
-    PyBuffer_Release(&begin);
-    PyBuffer_Release(&end);
+    PyBuffer_Release(&moves);
     return result;
 }
 
 static PyObject *Encoder_missing_blocks(Encoder *e, PyObject *arg) {
     Py_buffer text;
     if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *result = unprobed_blocks(e, text.buf, (size_t)text.len);
+    uint8_t missing[SURVEY_BLOCKS];
+    survey_blocks(e->tables[T_PROBED].buf, text.buf, (size_t)text.len, missing);
     PyBuffer_Release(&text);
-    return result;
+    return block_list(missing);
 }
 
 static PyMethodDef Encoder_methods[] = {
     {"missing_blocks", (PyCFunction)Encoder_missing_blocks, METH_O,
      "The class blocks the UTF-8 text touches that are not probed yet."},
-    {"nfc_windows", (PyCFunction)Encoder_nfc_windows, METH_VARARGS,
-     "(begin, end) byte pairs, int64, where NFC may change the text; None if unknown."},
     {"encode", (PyCFunction)Encoder_encode, METH_VARARGS,
-     "Ids of (data, span_begin, span_end, added_ids) as int32 bytes, or the unprobed blocks."},
+     "(ids, ends) of (data, span_begin, span_end, added_ids, check_nfc, moves), or what "
+     "stands in the way: the unprobed blocks, the NFC windows, None."},
     {NULL}};
 
 static PyTypeObject EncoderType = {

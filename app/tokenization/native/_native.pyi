@@ -3,9 +3,15 @@ from typing import Any
 class Encoder:
     def __init__(self, *arrays_and_sizes: Any) -> None: ...
     def encode(
-        self, data: bytes, span_begin: Any, span_end: Any, added_ids: Any, /
-    ) -> bytes | list[int]: ...
-    def nfc_windows(self, data: bytes, span_begin: Any, span_end: Any, /) -> bytes | None: ...
+        self,
+        data: bytes,
+        span_begin: Any,
+        span_end: Any,
+        added_ids: Any,
+        check_nfc: bool,
+        moves: bytes,
+        /,
+    ) -> tuple[bytes, bytes | int] | list[int] | bytes | None: ...
     def missing_blocks(self, data: bytes, /) -> list[int]: ...
 
 class AddedTokens:

@@ -43,6 +43,13 @@ PROBE_LATER_BELOW = 32 << 10
 reference while the blocks are probed in the background (``NativeEncoder``): probing a block
 takes ~20 ms, about what the reference takes on 30 KB."""
 
+_ENDS_DO_NOT_ADD_UP = 1
+_ENDS_REASONS = {
+    _ENDS_DO_NOT_ADD_UP: "the tokens' bytes do not add up to the text",
+    2: "a token ends inside a character NFC changed",
+}
+"""The C part's codes where it has no ends (``native.h``: ENDS_*); never expected."""
+
 _shared_classes: ClassTable | None = None
 _classes_lock = threading.Lock()
 _probe_lock = threading.Lock()
@@ -90,6 +97,10 @@ class NativeEncoder:
         self._dropped = self.plan.dropped
         words = merges.words if merges.ignore_merges else {}
         lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        added = reference.tokenizer.get_added_tokens_decoder()
+        self._lengths = _token_lengths(
+            merges.words, {token.content.encode(): i for i, token in added.items()}
+        )
         self._core = Encoder(
             FAMILIES.index(self.plan.family),
             table.classes, table.folds, table.kinds, table.nfc, table.probed, table.numeric,
@@ -97,12 +108,8 @@ class NativeEncoder:
             int(merges.width), merges.ignore_merges,
             b"".join(words), np.concatenate(([0], np.cumsum(lengths))),
             np.fromiter(words.values(), dtype=np.int32, count=len(words)),
-            self._dropped.tobytes(),
+            self._dropped.tobytes(), self._lengths,
         )  # fmt: skip
-        added = reference.tokenizer.get_added_tokens_decoder()
-        self._lengths = _token_lengths(
-            merges.words, {token.content.encode(): i for i, token in added.items()}
-        )
         self._lock = threading.Lock()
         self._declined: Counter[str] = Counter()
         self._texts = 0
@@ -115,23 +122,17 @@ class NativeEncoder:
         payload = self.plan.split.payload(text, utf8=utf8)
         if payload.rewritten:  # a normalizer other than NFC changed it
             return self._declines("the normalizer changes the text")
-        if not self._blocks_ready(payload.data):
-            return self._declines("class blocks are being probed")
-        if payload.assumed:
-            found = self._core.nfc_windows(payload.data, payload.span_begin, payload.span_end)
-            if found is None:  # a character Python lacks: the reference's normalizer decides
-                if self.plan.split.payload(text, utf8=utf8, normalize_all=True).rewritten:
-                    return self._declines("NFC changes text with characters Python lacks")
-            elif found:
-                begin, end = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).T
-                if not windows_normalized(payload.data, begin, end):
-                    return self._normalized(payload, begin, end)
-        ids = self.ids(payload)
-        if not self._dropped.any():
-            ends = self._ends(ids, len(payload.data))
-        else:
-            ends = self._ends_around_dropped(ids, payload)
-        return None if ends is None else (ids, ends)
+        found = self._encoded(payload, check_nfc=payload.assumed)
+        if found is None:  # a character Python lacks: the reference's normalizer decides
+            if self.plan.split.payload(text, utf8=utf8, normalize_all=True).rewritten:
+                return self._declines("NFC changes text with characters Python lacks")
+            found = self._encoded(payload)
+        if isinstance(found, bytes):
+            begin, end = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).T
+            if not windows_normalized(payload.data, begin, end):
+                return self._normalized(payload, begin, end)
+            found = self._encoded(payload)
+        return self._result(payload, *found) if isinstance(found, tuple) else None
 
     def prepare(self, utf8: bytes) -> None:
         """Before a text is encoded in parts (``chunked``): the class blocks it touches are
@@ -139,21 +140,14 @@ class NativeEncoder:
         decides for one text; else left to the background.  Without it each 32 KiB chunk of
         a process's first 1M-character cold start is too short for its new blocks, and all
         of them went to the reference."""
-        self._blocks_ready(utf8)
-
-    def _blocks_ready(self, utf8: bytes) -> bool:
-        """Whether the class blocks ``utf8`` touches are probed (once per process): those not
-        yet probed are probed now, or, for a text shorter than ``probe_later_below`` bytes
-        per such block, in the background, and then False."""
         missing = self._core.missing_blocks(utf8)
         if not missing:
-            return True
+            return
         if len(utf8) < self._probe_later_below * len(missing):
             self._probe_later(missing)
-            return False
+            return
         with _probe_lock:
             self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
-        return True
 
     def _normalized(
         self, payload: Payload, begin: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
@@ -163,24 +157,44 @@ class NativeEncoder:
         if found is None:
             return self._declines("NFC changes text next to an added token")
         nfc, alignment = found
-        ids = self.ids(nfc)
-        ends = self._ends(ids, len(nfc.data))
-        ends = alignment.original_ends(ends) if ends is not None else None
-        if ends is None:
-            return self._declines("a token ends inside a character NFC changed")
-        return ids, ends
+        encoded = self._encoded(nfc, moves=alignment.moves())
+        if not isinstance(encoded, tuple):
+            return None
+        ids, ends = encoded
+        return self._result(nfc, ids, ends if ends != 0 else _ENDS_DO_NOT_ADD_UP)
 
-    def ids(self, payload: Payload) -> IdArray:
-        """The ids of a payload (added tokens split off, every stretch normalized)."""
+    def _encoded(
+        self, payload: Payload, *, check_nfc: bool = False, moves: bytes = b""
+    ) -> tuple[bytes, bytes | int] | bytes | bool | None:
+        """The C part's answer for ``payload``, its class blocks probed first (inline, or,
+        for a text too short to wait, in the background: then False): (ids, ends), or with
+        ``check_nfc`` the NFC windows to look at or None (``_native.pyi``)."""
         args = (payload.data, payload.span_begin, payload.span_end, payload.added_ids)
-        result = self._core.encode(*args)
+        result = self._core.encode(*args, check_nfc, moves)
         while isinstance(result, list):  # class blocks to probe first (once per process)
+            if len(payload.data) < self._probe_later_below * len(result):
+                self._probe_later(result)
+                self._declines("class blocks are being probed")
+                return False
             with _probe_lock:
                 self.plan.classes.ensure(np.asarray(result, dtype=np.int64))
-            result = self._core.encode(*args)
+            result = self._core.encode(*args, check_nfc, moves)
         with self._lock:
-            self._texts += 1
-        return np.frombuffer(result, dtype=np.int32)
+            self._texts += isinstance(result, tuple)
+        return result
+
+    def _result(
+        self, payload: Payload, ids_bytes: bytes, ends: bytes | int
+    ) -> tuple[IdArray, OffsetArray] | None:
+        """The ids and ends of an encode, or None (the reason counted) where there are no
+        ends: 0 when bytes are dropped (then they come from the reference's rule)."""
+        ids = np.frombuffer(ids_bytes, dtype=np.int32)
+        if isinstance(ends, bytes):
+            return ids, np.frombuffer(ends, dtype=np.int32)
+        if ends == 0:
+            found = self._ends_around_dropped(ids, payload)
+            return None if found is None else (ids, found)
+        return self._declines(_ENDS_REASONS[ends])
 
     def _probe_later(self, blocks: list[int]) -> None:
         """Probes ``blocks`` in a thread of their own, unless one is at it already."""

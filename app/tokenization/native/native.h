@@ -84,6 +84,50 @@ typedef struct {
  * memory. */
 int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out);
 
+/* The survey of a text (survey.c), all of it without the GIL.  Class blocks are 4096 code
+ * points; NFC codes as gpu_kernels.char_classes. */
+#define SURVEY_BLOCK_BITS 12
+#define SURVEY_BLOCKS ((0x110000 >> SURVEY_BLOCK_BITS) + 1)
+enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN };
+enum { ENDS_DO_NOT_ADD_UP = 1, ENDS_INSIDE_A_WINDOW = 2 };
+
+/* Code point of the UTF-8 character at d[i] (valid UTF-8: it came from str.encode) and its
+ * width. */
+static inline uint32_t utf8_decode_at(const uint8_t *d, size_t i, int *width) {
+    uint8_t b = d[i];
+    if (b < 0x80) { *width = 1; return b; }
+    if (b < 0xE0) { *width = 2; return ((uint32_t)(b & 0x1F) << 6) | (d[i + 1] & 0x3F); }
+    if (b < 0xF0) {
+        *width = 3;
+        return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(d[i + 1] & 0x3F) << 6) | (d[i + 2] & 0x3F);
+    }
+    *width = 4;
+    return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(d[i + 1] & 0x3F) << 12) |
+           ((uint32_t)(d[i + 2] & 0x3F) << 6) | (d[i + 3] & 0x3F);
+}
+
+/* Sets missing[b] (SURVEY_BLOCKS flags) for each block the text touches that probed[] does
+ * not flag (block 0 whenever the text is not empty); whether there is one. */
+int survey_blocks(const uint8_t *probed, const uint8_t *data, size_t n, uint8_t *missing);
+
+/* Byte windows [begin, end) around each character NFC may join to the one before, from the
+ * last NFC boundary before it to the first after (added-token spans count as one boundary
+ * character each), appended to out as pairs; 1 when a character is NFC_UNKNOWN, -1 when out
+ * of memory.  Its blocks must be probed. */
+typedef struct {
+    int64_t *pairs;
+    size_t count, cap;
+} NfcWindows;
+int survey_nfc(const uint8_t *nfc, const uint8_t *data, size_t n, const int64_t *span_begin,
+               const int64_t *span_end, size_t spans, NfcWindows *out);
+
+/* Each token's end from the tokens' byte lengths, moved back by the windows NFC changed:
+ * moves holds (begin, end, gained) per window in the normalized bytes, gained what NFC added
+ * up to and including it (nfc.Alignment).  0, ENDS_DO_NOT_ADD_UP unless the lengths sum to
+ * size, or ENDS_INSIDE_A_WINDOW when a token ends inside a changed window. */
+int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths,
+                size_t size, const int64_t *moves, size_t n_moves, int32_t *ends);
+
 /* common_prefix(a, b, i=0, j=0) and common_suffix(a, b, floor) of two str (strings.c). */
 #ifdef Py_PYTHON_H
 PyObject *strings_common_prefix(PyObject *self, PyObject *args);

@@ -20,7 +20,6 @@ from unicodedata import normalize
 import numpy as np
 import numpy.typing as npt
 
-from app.tokenization.reference import OffsetArray
 from gpu_kernels.payload import Payload
 
 _Offsets = npt.NDArray[np.int64]
@@ -34,22 +33,12 @@ class Alignment(NamedTuple):
     end: _Offsets
     gained: _Offsets
 
-    def original_ends(self, ends: OffsetArray) -> OffsetArray | None:
-        """``ends`` (in the normalized bytes, ascending) moved to the original's; None when
-        one of them falls inside a changed window.  The windows, not the ends, are looked
-        up (a few windows, hundreds of thousands of ends): the ends from the first at or
-        after a window's end up to the next window's move by what the windows so far
-        gained."""
-        if not len(self.begin):
-            return ends
-        inside_from = np.searchsorted(ends, self.begin, side="right")  # first end > begin
-        done_from = np.searchsorted(ends, self.end, side="left")  # first end >= end
-        if np.any(done_from > inside_from):
-            return None
-        counts = np.diff(done_from, prepend=0, append=len(ends))
-        shift = np.repeat(np.concatenate(([0], self.gained)).astype(np.int32), counts)
-        moved: OffsetArray = ends - shift
-        return moved
+    def moves(self) -> bytes:
+        """The windows as the C part moves the tokens' ends back by them (``survey_ends``):
+        (begin, end, gained) per window, int64.  A token that ends at or after a window's end
+        moves by what the windows up to it gained; one that ends inside a window has no
+        place in the original."""
+        return np.stack(self).T.astype(np.int64).tobytes()
 
 
 def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, Alignment] | None:
