@@ -4,6 +4,7 @@ store, the upstream client and the alignment check (retried until the upstream a
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -38,6 +39,11 @@ from app.upstream.readiness import Readiness
 
 log = logging.getLogger("toksplice")
 
+GIL_SWITCH_S = 0.001
+"""How long a thread may hold the GIL while another waits for it, for the proxy's lifetime.
+CPython's 5 ms default is what a request waited whenever a background thread (span export,
+the shadow verifier's copy) held the GIL when it needed it: the slowest calls' 5 ms."""
+
 
 def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
     """The proxy app; ``transport`` replaces the network (tests inject faults with it)."""
@@ -50,6 +56,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         store = session_store(settings, sessions)
         app.state.telemetry = telemetry = Telemetry(settings)
         service: ChatService | None = None
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_S)
         try:
             app.state.chat = service = await _build_service(
                 settings, client, store, sessions, telemetry
@@ -70,6 +78,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             telemetry.close()
             if isinstance(store, RedisStore):
                 await anyio.to_thread.run_sync(store.close)
+            sys.setswitchinterval(switch)
 
     app = FastAPI(title="toksplice", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings

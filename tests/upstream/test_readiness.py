@@ -9,6 +9,7 @@ left after the prompt.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from tokenizers import Tokenizer
 
 from app.config import Settings
 from app.errors import UpstreamNotReadyError
-from app.main import create_app
+from app.main import GIL_SWITCH_S, create_app
 from app.rendering import ChatTemplate
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream.learned import Learned
@@ -90,6 +91,18 @@ def test_without_the_check_requests_go_on_while_the_upstream_is_down(
     with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as http:
         assert http.post("/v1/chat/completions", json=HELLO).status_code == 502
         assert http.get("/health/ready").status_code == 503
+
+
+def test_a_serving_proxy_lets_a_waiting_thread_have_the_gil_sooner(smollm2_dir: Path) -> None:
+    """While the app runs, a thread holds the GIL at most ``GIL_SWITCH_S`` while another
+    waits (a request, behind span export); its shutdown gives the process its own back."""
+    before = sys.getswitchinterval()
+    settings = Settings(upstream=closed_port_url(), tokenizer=smollm2_dir, model=MODEL,
+                        alignment_check=False)
+    with serving(create_app(settings)):
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
+        assert before > GIL_SWITCH_S
+    assert sys.getswitchinterval() == before
 
 
 def test_waiting_requests_share_one_attempt() -> None:
