@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,6 +60,9 @@ class PreparedChat:
     timings: Timings
     tools_dropped: int = 0
     """Tools of the request the chat template rendered nothing of."""
+    shadow_check: Callable[[], None] | None = None
+    """Queues the shadow verifier's check of this prompt when it was sampled: made once the
+    ids are on their way upstream (``Exchange.on_sent``)."""
 
     def headers(self) -> dict[str, str]:
         """Response headers that say how the prompt was tokenized and what it cost."""
@@ -153,7 +156,10 @@ class ChatService:
             prepared = self._prepare(request, caller, timings)
         else:
             prepared = await anyio.to_thread.run_sync(self._prepare, request, caller, timings)
-        if not counting:
+        if counting:  # nothing goes upstream: the check is queued now
+            if prepared.shadow_check is not None:
+                prepared.shadow_check()
+        else:
             self._check_fits(prepared)
         return prepared
 
@@ -206,9 +212,10 @@ class ChatService:
                 engines=pieces.engines,
             )
         ids_json = self.ids_cache.json_for(key, encoding.ids, encoding.copied)
+        shadow_check = None
         if not self.card.send_text:  # the ids go upstream: the shadow verifier samples them
             source = RenderSource(self.card.template, *inputs, request.add_generation_prompt)
-            self.telemetry.shadow.offer(
+            shadow_check = self.telemetry.shadow.draw(
                 self.tokenizer, key, text, encoding, masked, self.typed_specials, ids_json.text,
                 source,
             )  # fmt: skip
@@ -230,7 +237,9 @@ class ChatService:
             room=None if card.context_tokens is None else card.context_tokens - len(encoding.ids),
         )
         dropped = self._tools_dropped(request, key)
-        return PreparedChat(request, call, encoding, _opens_reasoning(rendered), timings, dropped)
+        return PreparedChat(
+            request, call, encoding, _opens_reasoning(rendered), timings, dropped, shadow_check
+        )
 
     def _tools_dropped(self, request: ChatRequest, key: str) -> int:
         """How many tools the template dropped: counted, and logged once per session."""
@@ -248,7 +257,12 @@ class ChatService:
     def _exchange(self, prepared: PreparedChat) -> Exchange:
         request = prepared.request
         return Exchange(
-            prepared.timings, prepared.encoding, request.model, self.dialect.name, request.stream
+            prepared.timings,
+            prepared.encoding,
+            request.model,
+            self.dialect.name,
+            request.stream,
+            prepared.shadow_check,
         )
 
     async def complete(self, prepared: PreparedChat) -> dict[str, Any]:

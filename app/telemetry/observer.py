@@ -29,6 +29,10 @@ class Exchange:
     provider: str
     """The upstream dialect (``gen_ai.provider.name``)."""
     stream: bool
+    on_sent: Callable[[], None] | None = None
+    """Work left for when the request is on its way upstream (the shadow verifier's copy of
+    a sampled prompt): it runs once the request body is written, or at the latest when the
+    exchange ends (a transport without httpcore's trace events)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +56,13 @@ class RequestObserver:
     """Context manager around one upstream exchange; hands a ``RequestRecord`` to ``sink``
     when it exits (normally, by an error, or because the client went away)."""
 
-    __slots__ = ("_exchange", "_finish_reason", "_sink", "_usage", "timings")
+    __slots__ = ("_exchange", "_finish_reason", "_on_sent", "_sink", "_usage", "timings")
 
     def __init__(self, exchange: Exchange, sink: Callable[[RequestRecord], None]) -> None:
         self._exchange = exchange
         self._sink = sink
         self.timings = exchange.timings
+        self._on_sent = exchange.on_sent
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
 
@@ -71,6 +76,7 @@ class RequestObserver:
         traceback: TracebackType | None,
     ) -> None:
         self.timings.finished = time.perf_counter()
+        self._sent()
         exchange = self._exchange
         self._sink(
             RequestRecord(
@@ -86,11 +92,19 @@ class RequestObserver:
         )
 
     async def http_trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpx's ``trace`` extension: marks a new connection's connect (and TLS)."""
-        if event == "connection.connect_tcp.started":
+        """httpx's ``trace`` extension: marks a new connection's connect (and TLS), and
+        runs ``on_sent`` once the request body is written."""
+        if event.endswith(".send_request_body.complete"):
+            self._sent()
+        elif event == "connection.connect_tcp.started":
             self.timings.upstream_connecting = time.perf_counter()
         elif event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
             self.timings.upstream_connected = time.perf_counter()
+
+    def _sent(self) -> None:
+        on_sent, self._on_sent = self._on_sent, None
+        if on_sent is not None:
+            on_sent()
 
     def accepted(self) -> None:
         """The upstream's response headers arrived."""

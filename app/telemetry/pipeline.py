@@ -1,7 +1,7 @@
 """``Telemetry``: what the chat service reports to, and the worker that makes it telemetry.
 
 On the request path: ``observe`` (marks, a record handed over with one non-blocking put) and
-``shadow.offer`` (one random draw).  In the worker thread: Prometheus metrics, the trace
+``shadow.draw`` (one random draw).  In the worker thread: Prometheus metrics, the trace
 page's ring and, when an exporter is configured, OpenTelemetry spans.  A record that finds the
 queue full is dropped and counted, never waited for.
 """

@@ -1,14 +1,14 @@
 """The shadow verifier: re-encodes a sample of prompts with the reference, off the request path.
 
-``offer`` (on the request path) costs one random draw, and for a sampled request a copy of
-the prompt into one of ``shadow_queue`` reused buffers: when none is free the check is dropped
-and counted, never waited for.  A worker thread hands each check to a child process at idle priority
-(``oracle_process``), which computes the ids the prompt must have (``oracle``) and compares;
-the worker rests between checks so that they use at most ``shadow_cpu`` of a core.  On a
-divergence: the metric, one structured log line (no content), a reproduction written to
-``shadow_repro_dir`` (it holds the prompt text), the session's stored state forgotten so its
-next call encodes in full, and with ``shadow_disable_on_divergence`` repair switched off for
-the tokenizer until restart.
+``draw`` (on the request path) costs one random draw; a sampled request's prompt is copied
+into one of ``shadow_queue`` reused buffers once its ids are on their way upstream: when none
+is free the check is dropped and counted, never waited for.  A worker thread hands each check
+to a child process at idle priority (``oracle_process``), which computes the ids the prompt
+must have (``oracle``) and compares; the worker rests between checks so that they use at most
+``shadow_cpu`` of a core.  On a divergence: the metric, one structured log line (no content),
+a reproduction written to ``shadow_repro_dir`` (it holds the prompt text), the session's
+stored state forgotten so its next call encodes in full, and with
+``shadow_disable_on_divergence`` repair switched off for the tokenizer until restart.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class ShadowVerifier:
         if self._rate > 0:
             self._worker.start()
 
-    def offer(
+    def draw(
         self,
         tokenizer: CheckedTokenizer,
         session: str,
@@ -107,25 +107,32 @@ class ShadowVerifier:
         typed: Repairing | None = None,
         sent: bytes | memoryview | None = None,
         source: RenderSource | None = None,
-    ) -> None:
-        """Samples this request for a check (cheap; never blocks).  ``text`` is the rendered
-        prompt, rendered from ``masked`` when the client content held special-token text;
-        ``source``, what it was rendered from before masking."""
+    ) -> Callable[[], None] | None:
+        """Samples this request for a check (one random draw); for a drawn one, the call that
+        queues it, for the caller to make once the ids are on their way upstream: its copy of
+        the prompt (~2.7 ms at 1M characters) then runs while the upstream computes, not
+        before the request leaves.  ``text`` is the rendered prompt, rendered from ``masked``
+        when the client content held special-token text; ``source``, what it was rendered
+        from before masking."""
         if self._rate <= 0 or self._random.random() >= self._rate:
-            return
-        try:
-            utf8 = self._buffers.get_nowait()
-        except queue.Empty:
-            self._metrics.shadow_drops.inc()
-            return
-        # From the rendered pieces, not the session tokenizer's bytes of them: the check must
-        # not depend on how those were built.
-        write_utf8(text, utf8)
+            return None
         sentinels = None if masked is None else masked.tokens
-        self._jobs.put(
-            ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route, typed,
-                      sent, source, encoding.engines)
-        )  # fmt: skip
+
+        def queue_check() -> None:
+            try:
+                utf8 = self._buffers.get_nowait()
+            except queue.Empty:
+                self._metrics.shadow_drops.inc()
+                return
+            # From the rendered pieces, not the session tokenizer's bytes of them: the check
+            # must not depend on how those were built.
+            write_utf8(text, utf8)
+            self._jobs.put(
+                ShadowJob(tokenizer, session, utf8, sentinels, encoding.ids, encoding.route,
+                          typed, sent, source, encoding.engines)
+            )  # fmt: skip
+
+        return queue_check
 
     def close(self, timeout_s: float | None = None) -> None:
         """Finishes the checks already queued, then stops the worker and the child; with

@@ -27,6 +27,7 @@ from app.config import Settings
 from app.main import create_app
 from app.sessions.ids_json import IdsJson
 from app.sessions.pieces import PieceEncoder, PieceIds
+from app.telemetry import shadow as shadow_module
 from app.tokenization.growable import Growable
 from app.tokenization.reference import IdArray
 from app.tokenization.repair import Plan, Repairer
@@ -166,6 +167,47 @@ def test_divergence_can_switch_repair_off_until_restart(
         [tokenize] = [s for s in latest["spans"] if s["name"] == "tokenize"]
         assert tokenize["attributes"]["toksplice.fallback"] == "shadow verifier divergence"
         assert tokenize["attributes"]["toksplice.window"] == 0  # no cut was searched for
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_sampled_prompt_is_copied_only_once_its_request_is_upstream(
+    smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """The verifier's copy of a sampled prompt (~2.7 ms at 1M characters) never delays the
+    request: the copy holds the proxy until the upstream has the request, which it would never
+    get were the copy made before the request was written."""
+    write = shadow_module.write_utf8
+    upstream_had: list[int] = []
+    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path / "repro"}
+    with proxy(smollm2_dir, **options) as (_, client, stub):
+
+        def copy_after_the_upstream_has_it(text: Any, out: bytearray) -> None:
+            deadline = time.monotonic() + 10
+            while len(stub.requests) <= len(upstream_had) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            upstream_had.append(len(stub.requests))
+            write(text, out)
+
+        monkeypatch.setattr(shadow_module, "write_utf8", copy_after_the_upstream_has_it)
+        for turns in (1, 2):
+            body = {"model": MODEL, "messages": conversation(turns), "stream": stream}
+            reply = client.post("/v1/chat/completions", json=body, headers={"x-session-id": "s"})
+            assert reply.status_code == 200
+        assert upstream_had == [1, 2]
+        wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 2)
+        assert metric(client, "toksplice_shadow_divergences_total") == 0
+
+
+def test_a_counted_prompt_is_verified_though_nothing_goes_upstream(
+    smollm2_dir: Path, tmp_path: Path
+) -> None:
+    options = {"shadow_rate": 1.0, "shadow_repro_dir": tmp_path / "repro"}
+    with proxy(smollm2_dir, **options) as (_, client, stub):
+        body = {"model": MODEL, "messages": [{"role": "user", "content": CONTENT}]}
+        reply = client.post("/v1/messages/count_tokens", json=body)
+        assert reply.status_code == 200
+        wait_for(lambda: metric(client, "toksplice_shadow_checks_total") == 1)
+        assert stub.requests == []
 
 
 def test_typed_special_token_prompts_are_verified_too(

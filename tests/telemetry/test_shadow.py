@@ -9,6 +9,7 @@ import logging
 import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import orjson
 import pytest
@@ -33,6 +34,14 @@ def verifier(tmp_path: Path, **options: object) -> tuple[ShadowVerifier, Metrics
     return ShadowVerifier(config, metrics), metrics
 
 
+def offer(shadow: ShadowVerifier, *check: Any) -> None:
+    """One request through the verifier: drawn, and when drawn queued at once (as the service
+    does once the ids are on their way upstream)."""
+    queue_check = shadow.draw(*check)
+    if queue_check is not None:
+        queue_check()
+
+
 def count(metrics: Metrics, name: str) -> float:
     value = metrics.registry.get_sample_value(name)
     assert value is not None
@@ -51,7 +60,7 @@ def test_exact_repairs_never_diverge(name: str, assets: dict[str, Path], tmp_pat
         nonlocal offered
         session = f"t/s{offered}"
         for text in versions:
-            shadow.offer(tok, session, text, tok.encode(text, session=session), None)
+            offer(shadow, tok, session, text, tok.encode(text, session=session), None)
             offered += 1
 
     run()
@@ -93,7 +102,7 @@ def test_a_corrupted_id_is_caught_reproduced_and_forgotten(
     ids[k] = (ids[k] + 1) % tok.reference.tokenizer.get_vocab_size()
     caplog.clear()  # one fixture for every example
     with caplog.at_level(logging.ERROR, logger="toksplice.shadow"):
-        shadow.offer(tok, session, text, dataclasses.replace(exact, ids=ids), None)
+        offer(shadow, tok, session, text, dataclasses.replace(exact, ids=ids), None)
         shadow.close()
     assert count(metrics, "toksplice_shadow_divergences_total") == 1
     [repro_file] = (folder / "repro").iterdir()
@@ -121,7 +130,7 @@ def test_divergence_can_switch_the_family_to_full_encodes(
     text = "a conversation that will grow " * 20
     exact = tok.encode(text, session="t/a")
     assert tok.encode(text + " and grows", session="t/a").route == "append"
-    shadow.offer(tok, "t/a", text, dataclasses.replace(exact, ids=exact.ids[:-1]), None)
+    offer(shadow, tok, "t/a", text, dataclasses.replace(exact, ids=exact.ids[:-1]), None)
     shadow.close()
     assert count(metrics, "toksplice_shadow_divergences_total") == 1
     tok.encode("another session " * 20, session="t/b")
@@ -144,7 +153,7 @@ def test_a_full_queue_drops_and_counts_never_blocks(
     shadow, metrics = verifier(tmp_path, shadow_queue=1)
     encoding: Encoding = tok.encode("hello world", session="t/q")
     for _ in range(10):
-        shadow.offer(tok, "t/q", "hello world", encoding, None)
+        offer(shadow, tok, "t/q", "hello world", encoding, None)
     release.set()
     shadow.close()
     drops = count(metrics, "toksplice_shadow_drops_total")
@@ -157,7 +166,7 @@ def test_sampling_follows_the_rate(assets: dict[str, Path], tmp_path: Path) -> N
     shadow, metrics = verifier(tmp_path, shadow_rate=0.05, shadow_queue=4096)
     encoding = tok.encode("hi", session="t/r")
     for _ in range(4000):
-        shadow.offer(tok, "t/r", "hi", encoding, None)
+        offer(shadow, tok, "t/r", "hi", encoding, None)
     shadow.close()
     assert 120 <= count(metrics, "toksplice_shadow_checks_total") <= 280  # 200 expected
 
@@ -174,8 +183,8 @@ def test_the_worker_rests_in_proportion_to_its_checks(
     rests: list[float] = []
     monkeypatch.setattr(shadow, "_closing", SimpleNamespace(wait=rests.append, set=lambda: None))
     encoding = tok.encode("hello world", session="t/c")
-    shadow.offer(tok, "t/c", "hello world", encoding, None)
-    shadow.offer(tok, "t/c", "hello world", encoding, None)
+    offer(shadow, tok, "t/c", "hello world", encoding, None)
+    offer(shadow, tok, "t/c", "hello world", encoding, None)
     shadow.close()
     assert count(metrics, "toksplice_shadow_checks_total") == 2
     assert rests == [6.0, 1.5]
@@ -188,7 +197,7 @@ def test_close_finishes_the_queue_without_resting(assets: dict[str, Path], tmp_p
     shadow, metrics = verifier(tmp_path, shadow_cpu=0.001, shadow_queue=64)
     encoding = tok.encode("hello world " * 200, session="t/d")
     for _ in range(5):
-        shadow.offer(tok, "t/d", "hello world " * 200, encoding, None)
+        offer(shadow, tok, "t/d", "hello world " * 200, encoding, None)
     shadow.close()
     assert count(metrics, "toksplice_shadow_checks_total") == 5
 
@@ -203,7 +212,7 @@ def test_a_bounded_close_drops_what_it_cannot_finish(
     text = "a long prompt to check, again and again " * 8000
     encoding = tok.encode(text, session="t/e")
     for _ in range(8):
-        shadow.offer(tok, "t/e", text, encoding, None)
+        offer(shadow, tok, "t/e", text, encoding, None)
     shadow.close(timeout_s=0.2)
     checks = count(metrics, "toksplice_shadow_checks_total")
     drops = count(metrics, "toksplice_shadow_drops_total")
@@ -224,7 +233,7 @@ def test_an_existing_repro_folder_is_never_written_into(
     shadow, metrics = verifier(tmp_path)
     exact = tok.encode("some prompt text " * 8, session="t/r")
     for _ in range(2):  # both land in the same fresh folder
-        shadow.offer(tok, "t/r", "some prompt text " * 8, dataclasses.replace(
+        offer(shadow, tok, "t/r", "some prompt text " * 8, dataclasses.replace(
             exact, ids=exact.ids[:-1]), None)  # fmt: skip
     shadow.close()
     assert count(metrics, "toksplice_shadow_divergences_total") == 2
