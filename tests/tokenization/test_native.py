@@ -274,6 +274,25 @@ def test_threads_share_one_encoder(
     assert got == [want[i % len(chunks)] for i in range(16)]
 
 
+def test_a_thread_s_kept_buffers_hold_nothing_of_an_earlier_text(
+    reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """A thread keeps its work buffers between calls up to 128 KiB of text and frees larger
+    ones: texts on either side of that, long after short and short after long, on one thread
+    (and so in the same buffers), are each exact."""
+    encoder, tokenizer = native("qwen3"), reference("qwen3")
+    long_text = corpus(3, 200_000)
+    for size in (130_000, 5, 131_072, 60, 127_000, 200_000, 1, 90_000, 131_073, 20_000):
+        text = long_text[:size]
+        want_ids, want_ends = encoder.reference.encode(text)
+        got = encoder.encode(text)
+        assert got is not None
+        assert got[0].tolist() == want_ids.tolist()
+        assert want_ids.tolist() == tokenizer.encode(text, add_special_tokens=False).ids
+        data = text.encode()
+        assert np.array_equal(_at_characters(data, got[1]), _at_characters(data, want_ends))
+
+
 @pytest.mark.parametrize(
     "text",
     [
