@@ -18,7 +18,9 @@ cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own ba
 with each one's divergences from the reference on the same ``--adversarial`` random
 adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
 encoder's declined strings (sent to the reference) are counted apart; ``--one-piece SIZES``
-adds the native encoder's CPU time on ``'a' * size`` (one piece).  Each engine has a row
+adds the native encoder's CPU time on ``'a' * size`` (one piece); ``--idle S`` sleeps ``S``
+seconds before each timed encode (a proxy's cold start comes after idle time, not right
+after another encode).  Each engine has a row
 per thread count, with its median wall time, MB/s and ratio to the reference's one thread,
 then the same of CPU time (the process's, all threads): on a loaded machine the wall clock
 counts the waits for a core, CPU time what the encode itself costs.
@@ -68,6 +70,12 @@ def main() -> None:
     parser.add_argument("--proxy", action="store_true", help="first calls through two proxies")
     parser.add_argument("--engines", action="store_true", help="encoders side by side")
     parser.add_argument("--adversarial", type=int, default=3000, help="strings per tokenizer")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="with --engines: seconds asleep before each timed encode",
+    )
     parser.add_argument(
         "--one-piece",
         default="",

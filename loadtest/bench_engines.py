@@ -73,9 +73,11 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
             differ: set[str] = set()
             for _ in range(args.repeat):
                 for label, peer in engines.items():
+                    time.sleep(args.idle)
                     took = _Took.start()
                     ids = peer.one(text)
                     one[label].append(took.stop())
+                    time.sleep(args.idle)
                     took = _Took.start()
                     batch: Ids = want
                     if label in _OURS:
