@@ -69,9 +69,13 @@ class AddedSplit:
     ) -> Payload:
         """``utf8``: the text's UTF-8 when the caller has it (saves encoding it again)."""
         data = text.encode() if utf8 is None else utf8  # a lone surrogate raises, as in HF
+        return self.payload_of(data, normalize_all=normalize_all)
+
+    def payload_of(self, data: bytes, *, normalize_all: bool = False) -> Payload:
+        """``payload`` of a text given as its UTF-8 alone (valid: the encoding of a ``str``)."""
         begin, end, ids = self._find(data)
         rewritten = assumed = False
-        if self._normalizer is None or (self._ascii_stable and text.isascii()):
+        if self._normalizer is None or (self._ascii_stable and data.isascii()):
             pass  # every normal form leaves ASCII as it is
         elif self._nfc and not normalize_all:
             assumed = True

@@ -119,12 +119,18 @@ class NativeEncoder:
     def encode(self, text: str, utf8: bytes | None = None) -> tuple[IdArray, OffsetArray] | None:
         """The ids of ``text`` (``utf8``: its UTF-8 when the caller has it) and each token's
         end in its bytes, or None (declined)."""
-        payload = self.plan.split.payload(text, utf8=utf8)
+        return self.encode_utf8(text.encode() if utf8 is None else utf8)  # lone surrogates raise
+
+    def encode_utf8(self, data: bytes) -> tuple[IdArray, OffsetArray] | None:
+        """``encode`` of a text given as its UTF-8 alone (valid: the encoding of a ``str``),
+        so that the chunks of a text need not be decoded for it."""
+        split = self.plan.split
+        payload = split.payload_of(data)
         if payload.rewritten:  # a normalizer other than NFC changed it
             return self._declines("the normalizer changes the text")
         found = self._encoded(payload, check_nfc=payload.assumed)
         if found is None:  # a character Python lacks: the reference's normalizer decides
-            if self.plan.split.payload(text, utf8=utf8, normalize_all=True).rewritten:
+            if split.payload_of(data, normalize_all=True).rewritten:
                 return self._declines("NFC changes text with characters Python lacks")
             found = self._encoded(payload)
         if isinstance(found, bytes):
