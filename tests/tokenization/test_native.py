@@ -436,3 +436,23 @@ def test_a_long_text_in_chunks_probes_its_new_blocks_once(
     assert encoded.native_bytes == len(text.encode())
     assert native.stats()["declined"] == {}
     assert encoded.ids.tolist() == reference("llama3").encode(text, add_special_tokens=False).ids
+
+
+def test_chunks_the_native_encoder_declines_go_to_the_reference(
+    reference: Callable[[str], Tokenizer], assets: dict[str, Path]
+) -> None:
+    """The chunks reach the native encoder as UTF-8; those it declines (a token ending inside
+    a character NFC changes) are decoded for the reference, and the ids stay the whole text's."""
+    tokenizer = ReferenceEncoder(reference("qwen3"))
+    native = NativeEncoder(tokenizer)
+    chunked = ChunkedEncoder(tokenizer, CutRules(load_spec(assets["qwen3"])), 1 << 12, native)
+    plain = "".join(f"line {i}: the parts fit together\n" for i in range(400))
+    declined = "".join(f"line {i}: cafe\u0301\u0301 and more\n" for i in range(400))
+    text = plain + declined + plain
+    encoded = chunked.encode(text.encode(), text)
+    engines = {name for _, name in encoded.engines}
+    assert encoded.chunks > 4 and engines == {"native", "reference"}
+    assert 0 < encoded.native_bytes < len(text.encode())
+    assert encoded.ids.tolist() == reference("qwen3").encode(text, add_special_tokens=False).ids
+    data, (_, want_ends) = text.encode(), tokenizer.encode(text)
+    assert np.array_equal(_at_characters(data, encoded.ends), _at_characters(data, want_ends))
