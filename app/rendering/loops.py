@@ -13,10 +13,12 @@ iterations. A namespace attribute that the body never writes and reads only as
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import jinja2
 from jinja2 import nodes
+from jinja2.visitor import NodeTransformer
 
 RUNNER = "__toksplice_loop"
 ITEMS, LO, MARK = "__toksplice_items", "__toksplice_lo", "__toksplice_mark"
@@ -119,17 +121,18 @@ def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
     written: dict[str, set[str]] = {}
     for name, attr in reads.writes:
         written.setdefault(name, set()).add(attr)
-    # The tail template: the loop itself over ITEMS, running the body from iteration LO on
-    # and calling MARK after each (the caller cuts the output there, and snapshots state).
-    start = nodes.Compare(
-        nodes.Getattr(nodes.Name("loop", "load"), "index0", "load"),
-        [nodes.Operand("gteq", nodes.Name(LO, "load"))],
-    )
+    # The tail template: the loop itself over ITEMS[LO:], its body reading the loop attributes
+    # of the whole loop (``_FromLo``), calling MARK after each iteration (the caller cuts the
+    # output there, and snapshots state).  Sliced, not skipped up to LO: a loop over a long
+    # conversation's first thousand items costs more than rendering the few dozen after them.
     mark = nodes.Output([nodes.Call(nodes.Name(MARK, "load"), [], [], None, None)])
+    body = [_FromLo().visit(stmt) for stmt in copy.deepcopy(loop.body, {id(env): env})]
     tail = nodes.For(
         loop.target,
-        nodes.Name(ITEMS, "load"),
-        [nodes.If(start, [*loop.body, mark], [], [])],
+        nodes.Getitem(
+            nodes.Name(ITEMS, "load"), nodes.Slice(nodes.Name(LO, "load"), None, None), "load"
+        ),
+        [*body, mark],
         [],
         None,
         False,
@@ -150,6 +153,27 @@ def _compile(env: jinja2.Environment, statements: list[nodes.Node]) -> jinja2.Te
     root = nodes.Template(statements)
     root.set_environment(env)
     return env.template_class.from_code(env, env.compile(root), env.make_globals(None))
+
+
+class _FromLo(NodeTransformer):
+    """Rewrites a planned body's reads of its own loop's attributes for a loop over the items
+    from LO on: ``index0`` and ``index`` count from LO, ``first`` is ``index0 + LO == 0``;
+    ``last`` and ``depth`` are the same in both loops.  Inner loops' bodies read their own."""
+
+    def visit_For(self, node: nodes.For) -> nodes.For:
+        node.iter = self.visit(node.iter)
+        return node
+
+    def visit_Getattr(self, node: nodes.Getattr) -> nodes.Node:
+        if not _is_name(node.node, "loop"):
+            return self.generic_visit(node)
+        lo = nodes.Name(LO, "load")
+        if node.attr in ("index0", "index"):
+            return nodes.Add(node, lo)
+        if node.attr == "first":
+            index0 = nodes.Getattr(node.node, "index0", "load")
+            return nodes.Compare(nodes.Add(index0, lo), [nodes.Operand("eq", nodes.Const(0))])
+        return node
 
 
 class _NotPure(Exception):

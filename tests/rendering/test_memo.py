@@ -151,6 +151,34 @@ def test_memo_equals_fresh_render(conv: Any, edits: list[Any], tail_min: int) ->
         check_session(list(conv[0]), edits)
 
 
+class _Unwalkable(list[Any]):
+    """Items that may be sliced but not walked from the start."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the tail walked the items before its first iteration")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 12), st.booleans())
+def test_a_tail_renders_its_iterations_without_walking_those_before(
+    lo: int, extra: int, nested: bool
+) -> None:
+    """The tail from iteration ``lo`` loops over the items from ``lo`` on (a long
+    conversation's tail costs its own iterations, not the whole loop's), and its body reads the
+    whole loop's ``index0``/``index``/``first``/``last``; an inner loop reads its own."""
+    inner = "{% for c in m %}<{{ loop.index0 }}{{ loop.first }}>{% endfor %}" if nested else ""
+    source = (
+        "{% for m in messages %}{{ loop.index0 }}:{{ loop.index }}:{{ loop.first }}:"
+        "{{ loop.last }}:{{ m }}" + inner + ";{% endfor %}"
+    )
+    plan = ChatTemplate(source)._variant(False).plans[0]
+    items = [f"m{t}" for t in range(lo + extra + 1)]
+    pieces: list[str] = []
+    replay._tail(plan, _Unwalkable(items), lo, {}, pieces, [], [])
+    whole = ImmutableSandboxedEnvironment().from_string(source).render(messages=items)
+    assert pieces == [piece + ";" for piece in whole.split(";")[lo:-1]]
+
+
 def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
     """Renders each step's conversation in session "s", interleaved with a second session
     "t" of the same cache that keeps growing the starting conversation."""
