@@ -18,6 +18,7 @@ from app.errors import (
     UpstreamUnavailableError,
     UpstreamUnreachableError,
 )
+from app.upstream.dialect import Body
 
 TraceHook = Callable[[str, dict[str, Any]], Awaitable[None]]
 """httpx's ``trace`` request extension: called with each connection event's name and info."""
@@ -54,7 +55,7 @@ class UpstreamClient:
     async def stream(
         self,
         path: str,
-        body: bytes,
+        body: bytes | Body,
         trace: TraceHook | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[httpx.Response]:
@@ -66,6 +67,8 @@ class UpstreamClient:
         after 5 s) fails the request before any response byte; that one request is sent again,
         once, on a fresh connection."""
         extensions = {"trace": trace} if trace is not None else None
+        if isinstance(body, Body):  # sent part by part: its length said up front, not chunked
+            headers = {**(headers or {}), "Content-Length": str(len(body))}
         request = self._http.build_request(
             "POST", path, content=body, headers=headers, extensions=extensions
         )
@@ -90,7 +93,7 @@ class UpstreamClient:
     async def post_json(
         self,
         path: str,
-        body: bytes,
+        body: bytes | Body,
         trace: TraceHook | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Any:

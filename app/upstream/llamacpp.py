@@ -9,6 +9,7 @@ import orjson
 
 from app.generation import Usage, stop_string
 from app.upstream.dialect import (
+    Body,
     Dialect,
     Generated,
     UpstreamCall,
@@ -22,7 +23,7 @@ class OpenAICompletions(Dialect):
     """``POST /v1/completions`` with ``prompt: [ids]``; usage carries ``cached_tokens``; a
     string ``stop_reason`` (vLLM's) names the stop sequence that ended the text."""
 
-    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+    def request(self, call: UpstreamCall) -> tuple[str, Body]:
         fields: dict[str, Any] = {"model": call.model, "stream": call.stream}
         fields |= call.sampling_fields()
         if call.stream:
@@ -46,7 +47,7 @@ class LlamaCppCompletions(OpenAICompletions):
 
     name = "llamacpp"
 
-    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+    def request(self, call: UpstreamCall) -> tuple[str, Body]:
         return _native_request(call) if call.sampling.stop else super().request(call)
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
@@ -72,14 +73,14 @@ class LlamaCppNative(LlamaCppCompletions):
 
     name = "llamacpp-completion"
 
-    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+    def request(self, call: UpstreamCall) -> tuple[str, Body]:
         return _native_request(call)
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
         return _native_event(payload, prompt_tokens)
 
 
-def _native_request(call: UpstreamCall) -> tuple[str, bytes]:
+def _native_request(call: UpstreamCall) -> tuple[str, Body]:
     fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
     fields |= call.sampling_fields(max_tokens="n_predict")
     return "/completion", with_ids(fields, call.prompt, "prompt")

@@ -9,6 +9,7 @@ import orjson
 from app.errors import UpstreamError
 from app.generation import Usage, stop_string
 from app.upstream.dialect import (
+    Body,
     Dialect,
     Generated,
     UpstreamCall,
@@ -29,7 +30,7 @@ class SglangGenerate(Dialect):
 
     name = "sglang"
 
-    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+    def request(self, call: UpstreamCall) -> tuple[str, Body]:
         sampling = {"max_new_tokens": None} | call.sampling.named(**_NAMES)
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
         key = "text" if call.prompt.as_text else "input_ids"

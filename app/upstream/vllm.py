@@ -9,6 +9,7 @@ import orjson
 from app.errors import UpstreamError
 from app.generation import stop_string
 from app.upstream.dialect import (
+    Body,
     Generated,
     UpstreamCall,
     positive_int,
@@ -44,11 +45,11 @@ class VllmChat(VllmCompletions):
     name = "vllm-chat"
     chat_native = True
 
-    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+    def request(self, call: UpstreamCall) -> tuple[str, Body]:
         fields = dict(call.chat_body or {})
         fields["model"] = call.model
         if call.prompt.as_text:
-            return "/v1/chat/completions", orjson.dumps(fields)
+            return "/v1/chat/completions", Body((orjson.dumps(fields),))
         return "/v1/chat/completions", with_ids(
             fields, call.prompt, "kv_transfer_params", "prompt_token_ids"
         )
@@ -65,7 +66,7 @@ class VllmGenerate(VllmCompletions):
     name = "vllm-generate"
     tokens_out = True
 
-    def request(self, call: UpstreamCall) -> tuple[str, bytes]:
+    def request(self, call: UpstreamCall) -> tuple[str, Body]:
         if call.prompt.as_text:
             raise UpstreamError(
                 "the upstream tokenizes differently (alignment check) and vLLM's generate "

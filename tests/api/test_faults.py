@@ -158,6 +158,28 @@ def test_a_connection_closed_before_the_reply_is_retried_once(
     assert len(stub.ports) == 1
 
 
+def test_a_long_prompt_goes_upstream_in_slices_with_its_length_said(smollm2_dir: Path) -> None:
+    """A prompt whose ids' JSON spans several send slices reaches the upstream whole, framed
+    by Content-Length (not chunked: not every server takes chunked requests), and again
+    whole when the first connection was dropped before the reply (the body is resent)."""
+    words = " ".join(f"w{i}" for i in range(60_000))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": words}]}
+    stub = StubUpstream()
+    with (
+        stub.serve() as upstream,
+        dropping_front(upstream, 1) as front,
+        proxy(front, smollm2_dir) as http,
+    ):
+        reply = http.post("/v1/chat/completions", json=body)
+        assert reply.status_code == 200, reply.text
+    want = expected_ids(smollm2_dir, body)
+    assert len(orjson.dumps(want)) > 2 * (256 << 10)
+    assert [r["prompt"] for r in stub.requests] == [want]
+    sent = stub.headers[0]
+    assert "transfer-encoding" not in sent
+    assert int(sent["content-length"]) == len(orjson.dumps(stub.requests[0]))
+
+
 @pytest.mark.parametrize("chunked", [False, True])
 def test_body_over_limit_is_413(smollm2_dir: Path, chunked: bool) -> None:
     stub = StubUpstream()

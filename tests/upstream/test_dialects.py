@@ -377,7 +377,7 @@ def test_sglang_passes_logit_bias() -> None:
                         sampling=Sampling(logit_bias={"5": -100.0}))
     path, body = dialect_named("sglang").request(call)
     assert path == "/generate"
-    assert orjson.loads(body) == {"input_ids": [1, 2], "stream": False,
+    assert orjson.loads(bytes(body)) == {"input_ids": [1, 2], "stream": False,
                                   "sampling_params": {"max_new_tokens": None,
                                                       "logit_bias": {"5": -100.0}}}
 
@@ -416,8 +416,21 @@ def test_llamacpp_sends_calls_with_stop_sequences_to_its_own_api() -> None:
         sampling=Sampling(max_tokens=5, stop=["END"]), stream=True,
     )
     path, body = dialect_named("llamacpp").request(call)
-    sent = orjson.loads(body)
+    sent = orjson.loads(bytes(body))
     assert path == "/completion" and sent["prompt"] == [1, 2] and sent["stop"] == ["END"]
     assert sent["n_predict"] == 5
     plain = UpstreamCall(model="m", prompt=call.prompt, sampling=Sampling(), stream=True)
     assert dialect_named("llamacpp").request(plain)[0] == "/v1/completions"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_ids_json_goes_into_the_body_uncopied(dialect: str) -> None:
+    """The request body holds the prompt's ids' JSON itself, not a copy joined with the rest
+    (megabytes at 1M characters); joined, it is the JSON the upstream reads."""
+    ids_json = memoryview(b"1,2,3")
+    call = UpstreamCall(model="m", prompt=Prompt(ids_json, 3, "abc"), sampling=Sampling(),
+                        stream=True, chat_body={"model": "m", "messages": []})
+    body = dialect_named(dialect).request(call)[1]
+    assert any(part is ids_json for part in body.parts)
+    assert orjson.dumps(orjson.loads(bytes(body))) == bytes(body) and len(body) == len(bytes(body))
+    assert b"[1,2,3]" in bytes(body)

@@ -64,7 +64,7 @@ def bodies(dialect: str) -> Iterator[tuple[UpstreamCall, dict[str, Any]]]:
     for call in calls():
         if dialect == "vllm-generate" and call.prompt.as_text:
             continue  # refused before anything is sent (tokens only)
-        yield call, orjson.loads(dialect_named(dialect).request(call)[1])
+        yield call, orjson.loads(bytes(dialect_named(dialect).request(call)[1]))
 
 
 def test_every_pass_through_field_is_covered() -> None:
