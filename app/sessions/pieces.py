@@ -36,6 +36,7 @@ import numpy.typing as npt
 from app.memos import Memos
 from app.sessions.piece_repair import Piece
 from app.tokenization.engines import Engine, EngineParts, EngineRun, runs_of
+from app.tokenization.growable import Growable
 from app.tokenization.native._native import common_prefix, common_suffix
 from app.tokenization.reference import CopiedIds, IdArray
 from app.tokenization.state import SessionState
@@ -62,6 +63,9 @@ class PieceState:
     states: dict[int, SessionState]
     """The states of this call's long pieces by index (piece ``k`` is the text before match
     ``k``, or after the last one): what their next versions are repaired from."""
+    growth: Growable = field(compare=False, repr=False)
+    """The buffer ``ids`` is a view of: the next call's ids grow in it where they keep these
+    from the start (``growable``), instead of a fresh copy of all of them."""
 
     @property
     def nbytes(self) -> int:
@@ -70,7 +74,7 @@ class PieceState:
             4 * len(t) + (p.ids.nbytes if p.state is None else 0) for t, p in self.pieces.items()
         )
         states = sum({id(s): s.nbytes for s in self.states.values()}.values())
-        return 4 * len(self.text) + self.ids.nbytes + 3 * self.starts.nbytes + cached + states
+        return 4 * len(self.text) + self.growth.nbytes + 3 * self.starts.nbytes + cached + states
 
 
 class PieceIds(NamedTuple):
@@ -127,6 +131,16 @@ class _Builder:
         self.add_ids(special, ((len(special), "reference"),))
 
 
+def _grown(old: PieceState | None, out: _Builder) -> Growable:
+    """The call's ids, joined: grown in ``old``'s buffer when they start with its ids copied
+    from the start (``_reuse_prefix`` adds those first), else in a new one."""
+    parts = out.ids or [np.zeros(0, dtype=np.int32)]
+    first, last, at = out.copied[0] if out.copied else (-1, 0, -1)
+    if old is not None and first == at == 0 and len(parts[0]) == last:
+        return old.growth.extended(last, [parts[1:]])
+    return Growable.of(parts[:1], [parts[1:]])
+
+
 class PieceEncoder:
     def __init__(
         self,
@@ -173,7 +187,8 @@ class PieceEncoder:
             position = match.end()
         tail = len(text) - len(previous.text) if previous is not None else 0
         self._piece(text, position, len(text), restore, out, _Alignment(previous, shift, tail))
-        ids = np.concatenate(out.ids) if out.ids else np.zeros(0, dtype=np.int32)
+        growth = _grown(old, out)
+        (ids,) = growth.views
         state = PieceState(
             text,
             dict(sentinels),
@@ -183,6 +198,7 @@ class PieceEncoder:
             ids,
             out.pieces,
             out.states,
+            growth,
         )
         self._states.put(session, state, state.nbytes)
         copied = CopiedIds(old.ids, tuple(out.copied)) if old is not None and out.copied else None

@@ -3,11 +3,13 @@ special tokens, encode each piece), whatever was reused from the previous call."
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -131,7 +133,7 @@ def check_edits(
     masked = Masked([], None, {SENTINEL: "<|im_end|>"})
     text = start
     key = f"t/{session}"
-    previous = None
+    previous, previous_list = None, []
     id_json = IdsJsonCache(SessionRegistry(1 << 24).slot("ids_json"))
     for change in [None, *changes]:
         if change is not None:
@@ -139,6 +141,8 @@ def check_edits(
             if not change[4] and change is not changes[-1]:
                 continue
         ids, reused, copied, _ = typed.encode(text, masked, session=key)
+        if previous is not None:  # grown in its buffer, the previous call's ids stay as they were
+            assert previous.tolist() == previous_list
         restored = masked.restore(text)
         assert restored == text.replace(SENTINEL, "<|im_end|>")
         assert list(ids) == _expected(qwen, plain, text)
@@ -151,7 +155,7 @@ def check_edits(
                 assert list(ids[at : at + last - first]) == list(previous[first:last])
         json = id_json.json_for(key, ids, copied)
         assert bytes(json.text) == orjson.dumps(ids.tolist())[1:-1]
-        previous = ids
+        previous, previous_list = ids, ids.tolist()
 
 
 def test_a_long_session_reuses_almost_everything(
@@ -165,6 +169,24 @@ def test_a_long_session_reuses_almost_everything(
         ids, reused, _, _ = typed.encode(text, masked, session="t/long")
         assert list(ids) == _expected(qwen, plain, text)
     assert reused > 0.9 * len(ids)
+
+
+def test_an_appended_call_grows_the_ids_in_the_previous_buffer(
+    qwen: Tokenizer, plain: Tokenizer, typed: TypedSpecials
+) -> None:
+    """A call that keeps the previous call's ids from the start writes only the new ones after
+    them, in the same buffer (a copy of all ids per call at 1M characters is a megabyte of
+    fresh memory), and leaves the previous call's ids as they were."""
+    masked = Masked([], None, {SENTINEL: "<|im_end|>"})
+    text = "<|im_start|>user\nsay " + SENTINEL + " twice<|im_end|>\n"
+    calls = []
+    for k in range(6):
+        text += f"<|im_start|>assistant\nline {k} " + SENTINEL + "<|im_end|>\n"
+        ids = typed.encode(text, masked, session="t/grows").ids
+        assert list(ids) == _expected(qwen, plain, text)
+        calls.append((ids, ids.tolist()))
+    for (before, kept), (after, _) in itertools.pairwise(calls):
+        assert np.shares_memory(before, after) and before.tolist() == kept
 
 
 def test_a_piece_text_is_encoded_once_per_call(
