@@ -12,7 +12,8 @@ relies on, proven position by position in ``tests/tokenization/test_boundaries.p
 cut is found the chunk simply grows, so a text without any stays one piece.
 
 With a native encoder (``native.encoder``) the chunks go to it, on a thread pool (it runs
-without the GIL); a chunk it declines, and every chunk without one, goes to the reference.
+without the GIL), fewer and longer ones (``NATIVE_CHUNKS_PER_WORKER``); a chunk it declines,
+and every chunk without one, goes to the reference.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from app.tokenization.engines import Engine, EngineParts
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 
 PARALLEL_CHUNK = 32 << 10
-"""Default chunk size: 32 chunks for a 1M-byte text, enough to keep a many-core pool busy."""
+"""Default chunk size: 32 chunks for a 1M-byte text, enough to keep a many-core pool busy (the
+reference is also faster per byte on 32 KiB texts than on one huge one)."""
+NATIVE_CHUNKS_PER_WORKER = 2
+"""Chunks per pool thread, at most, that the native encoder's text is cut into (each still at
+least the chunk size): every chunk costs hand-offs between the threads and its Python steps
+under the GIL, and after idle time a thread meets a cold core; on 2 cores after idle, 1M
+characters in 32 KiB chunks lost to one piece, in 4 chunks they gained
+(``loadtest/bench_cold_start.py --engines --idle``)."""
 _FIRST_WINDOW = 256
 """Bytes searched for a cut first (ordinary text has several); the window doubles from there."""
 
@@ -77,12 +85,19 @@ class ChunkedEncoder:
         rules: CutRules,
         chunk_bytes: int,
         native: NativeIds | None = None,
+        *,
+        native_chunks_per_worker: int | None = NATIVE_CHUNKS_PER_WORKER,
     ) -> None:
+        """``native_chunks_per_worker``: with ``native``, cut a text into at most that many
+        chunks per pool thread (None: chunks of ``chunk_bytes`` as for the reference)."""
         if chunk_bytes < 0:
             raise ValueError("chunk_bytes must be 0 (one piece) or a byte count")
         self.reference = reference
         self.rules = rules
         self.chunk_bytes = chunk_bytes
+        self._native_parts = (
+            native_chunks_per_worker * _WORKERS if native and native_chunks_per_worker else None
+        )
         self.native = native
         self._lock = threading.Lock()
         self._texts = self._chunks = 0
@@ -90,7 +105,7 @@ class ChunkedEncoder:
     def encode(self, data: bytes, text: str | None = None) -> Encoded:
         """Ids of ``data`` (UTF-8) as one text; ``text``: the same text as ``str`` when the
         caller has it (used when it is encoded whole)."""
-        cuts = self.cuts(data)
+        cuts = self.cuts(data, self._native_parts)
         if len(cuts) <= 2:
             whole = text if text is not None else data.decode("utf-8")
             native = self._native(whole, data)
@@ -151,22 +166,24 @@ class ChunkedEncoder:
             figures["native"] = self.native.stats()
         return figures
 
-    def cuts(self, data: bytes) -> list[int]:
+    def cuts(self, data: bytes, parts: int | None = None) -> list[int]:
         """0, the chunks' cuts and ``len(data)``: each cut the first stable one found at least
-        ``chunk_bytes`` after the one before, its verdict reading only the text after that one;
-        the last chunk keeps at least ``chunk_bytes``."""
+        ``chunk_bytes`` after the one before (or ``len(data) / parts``, where that is more),
+        its verdict reading only the text after that one; the last chunk keeps at least
+        ``chunk_bytes``."""
         n, chunk = len(data), self.chunk_bytes
         if not chunk:
             return [0, n]
+        step = max(chunk, -(-n // parts)) if parts else chunk
         cuts = [0]
-        lo = chunk
+        lo = step
         while lo < n - chunk:
-            cut = self._first_cut(data, lo, min(lo + chunk, n - chunk), (cuts[-1], n))
+            cut = self._first_cut(data, lo, min(lo + step, n - chunk), (cuts[-1], n))
             if cut is None:
-                lo += chunk
+                lo += step
                 continue
             cuts.append(cut)
-            lo = cut + chunk
+            lo = cut + step
         cuts.append(n)
         return cuts
 

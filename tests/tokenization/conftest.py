@@ -36,7 +36,7 @@ PRE_SPLIT_FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k
 def session_tokenizers(assets: dict[str, Path]) -> dict[str, SessionTokenizer]:
     """A session tokenizer per pre-split family, fresh for each test module; a small window
     makes cut searches retry more often, and small parallel chunks cut every cold start and
-    long fresh stretch into several."""
+    long fresh stretch into several (the native encoder's into at most two per core)."""
     return {
         name: SessionTokenizer.from_file(assets[name], window=64, parallel_chunk=48)
         for name in PRE_SPLIT_FAMILIES

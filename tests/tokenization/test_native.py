@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from app.__main__ import serve_settings
 from app.config import Settings
 from app.sessions import SessionTokenizer
 from app.tokenization.boundaries import CutRules
-from app.tokenization.chunked import ChunkedEncoder
+from app.tokenization.chunked import NATIVE_CHUNKS_PER_WORKER, ChunkedEncoder
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native.nfc import Alignment
 from app.tokenization.native_route import CpuEncoder
@@ -428,7 +429,8 @@ def test_a_long_text_in_chunks_probes_its_new_blocks_once(
     table = ClassTable()
     tokenizer = ReferenceEncoder(reference("llama3"))
     native = NativeEncoder(tokenizer, classes=table, probe_later_below=1 << 15)
-    chunked = ChunkedEncoder(tokenizer, CutRules(load_spec(assets["llama3"])), 1 << 15, native)
+    rules = CutRules(load_spec(assets["llama3"]))
+    chunked = ChunkedEncoder(tokenizer, rules, 1 << 15, native, native_chunks_per_worker=None)
     text = "".join(f"line {i}: Ἀθῆναι ᚠᛇᚻ 𝔘𝔫𝔦 ꧐꧑꧒\n" for i in range(20_000))
     assert not table.probed[[ord(c) >> 12 for c in "Ἀᚠ𝔘꧐"]].any()
     encoded = chunked.encode(text.encode(), text)
@@ -438,6 +440,27 @@ def test_a_long_text_in_chunks_probes_its_new_blocks_once(
     assert encoded.ids.tolist() == reference("llama3").encode(text, add_special_tokens=False).ids
 
 
+@pytest.mark.parametrize("name", ["qwen3", "llama3", "o200k"])
+def test_the_native_encoder_gets_a_few_long_chunks(
+    name: str, reference: Callable[[str], Tokenizer], assets: dict[str, Path]
+) -> None:
+    """With the native encoder a long text goes in at most two chunks per pool thread, each
+    still at least the chunk size, with the whole text's ids and ends; the reference keeps
+    chunks of the chunk size."""
+    tokenizer = ReferenceEncoder(reference(name))
+    rules = CutRules(load_spec(assets[name]))
+    text = corpus(5, 300_000)
+    data = text.encode()
+    native = ChunkedEncoder(tokenizer, rules, 1 << 12, NativeEncoder(tokenizer)).encode(data)
+    alone = ChunkedEncoder(tokenizer, rules, 1 << 12).encode(data)
+    assert 2 <= native.chunks <= NATIVE_CHUNKS_PER_WORKER * (os.cpu_count() or 1)
+    assert alone.chunks > native.chunks
+    assert native.ids.tolist() == alone.ids.tolist() == reference(name).encode(
+        text, add_special_tokens=False
+    ).ids
+    assert np.array_equal(_at_characters(data, native.ends), _at_characters(data, alone.ends))
+
+
 def test_chunks_the_native_encoder_declines_go_to_the_reference(
     reference: Callable[[str], Tokenizer], assets: dict[str, Path]
 ) -> None:
@@ -445,7 +468,8 @@ def test_chunks_the_native_encoder_declines_go_to_the_reference(
     a character NFC changes) are decoded for the reference, and the ids stay the whole text's."""
     tokenizer = ReferenceEncoder(reference("qwen3"))
     native = NativeEncoder(tokenizer)
-    chunked = ChunkedEncoder(tokenizer, CutRules(load_spec(assets["qwen3"])), 1 << 12, native)
+    rules = CutRules(load_spec(assets["qwen3"]))
+    chunked = ChunkedEncoder(tokenizer, rules, 1 << 12, native, native_chunks_per_worker=None)
     plain = "".join(f"line {i}: the parts fit together\n" for i in range(400))
     declined = "".join(f"line {i}: cafe\u0301\u0301 and more\n" for i in range(400))
     text = plain + declined + plain
