@@ -92,13 +92,45 @@ class PieceIds(NamedTuple):
 
 
 @dataclass(slots=True)
+class _Column:
+    """Positions added one at a time or as arrays (the previous call's, copied), joined once:
+    a call at 1M characters copies thousands of matches, and lists of them cost more than
+    the rest of the call."""
+
+    parts: list[Positions] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    size: int = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def append(self, value: int) -> None:
+        self.pending.append(value)
+        self.size += 1
+
+    def extend(self, values: Positions) -> None:
+        self._flush()
+        self.parts.append(values)
+        self.size += len(values)
+
+    def joined(self) -> Positions:
+        self._flush()
+        return np.concatenate(self.parts) if self.parts else np.zeros(0, np.int64)
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.parts.append(np.asarray(self.pending, np.int64))
+            self.pending = []
+
+
+@dataclass(slots=True)
 class _Builder:
     ids: list[IdArray]
-    starts: list[int]
-    ends: list[int]
-    id_index: list[int]
     cached: dict[str, Piece]
     """The previous call's pieces by text."""
+    starts: _Column = field(default_factory=_Column)
+    ends: _Column = field(default_factory=_Column)
+    id_index: _Column = field(default_factory=_Column)
     pieces: dict[str, Piece] = field(default_factory=dict)
     states: dict[int, SessionState] = field(default_factory=dict)
     engines: list[tuple[int, Engine]] = field(default_factory=list)
@@ -168,7 +200,7 @@ class PieceEncoder:
         session: str,
     ) -> PieceIds:
         previous = old = self._states.get(session)
-        out = _Builder([], [], [], [], previous.pieces if previous is not None else {})
+        out = _Builder([], previous.pieces if previous is not None else {})
         if old is not None and any(sentinels.get(s) != t for s, t in old.sentinels.items()):
             old = None
         position = self._reuse_prefix(old, text, out) if old is not None else 0
@@ -192,9 +224,9 @@ class PieceEncoder:
         state = PieceState(
             text,
             dict(sentinels),
-            np.asarray(out.starts, np.int64),
-            np.asarray(out.ends, np.int64),
-            np.asarray(out.id_index, np.int64),
+            out.starts.joined(),
+            out.ends.joined(),
+            out.id_index.joined(),
             ids,
             out.pieces,
             out.states,
@@ -218,9 +250,9 @@ class PieceEncoder:
         if not kept:
             return 0
         out.copy_ids(old.ids, 0, int(old.id_index[kept - 1]) + 1)
-        out.starts.extend(old.starts[:kept].tolist())
-        out.ends.extend(old.ends[:kept].tolist())
-        out.id_index.extend(old.id_index[:kept].tolist())
+        out.starts.extend(old.starts[:kept])
+        out.ends.extend(old.ends[:kept])
+        out.id_index.extend(old.id_index[:kept])
         out.states.update((k, s) for k, s in old.states.items() if k < kept)
         return int(old.ends[kept - 1])
 
@@ -383,9 +415,9 @@ def _copy_matches(old: PieceState, run: _Run, out: _Builder) -> int:
     out.copy_ids(old.ids, start_id, stop_id)
     top = last if run.to_end else last - 1  # the last piece copied
     out.states.update((k - first + matches, s) for k, s in old.states.items() if first < k <= top)
-    out.starts.extend((old.starts[first:last] + shift).tolist())
-    out.ends.extend((old.ends[first:last] + shift).tolist())
-    out.id_index.extend((old.id_index[first:last] - start_id + base).tolist())
+    out.starts.extend(old.starts[first:last] + shift)
+    out.ends.extend(old.ends[first:last] + shift)
+    out.id_index.extend(old.id_index[first:last] - start_id + base)
     return len(old.text) + shift if run.to_end else int(old.ends[last - 1]) + shift
 
 
