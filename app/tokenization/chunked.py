@@ -95,9 +95,8 @@ class ChunkedEncoder:
         self.reference = reference
         self.rules = rules
         self.chunk_bytes = chunk_bytes
-        self._native_parts = (
-            native_chunks_per_worker * _WORKERS if native and native_chunks_per_worker else None
-        )
+        per_worker = native_chunks_per_worker if native is not None else None
+        self._native_parts = per_worker * _WORKERS if per_worker else None
         self.native = native
         self._lock = threading.Lock()
         self._texts = self._chunks = 0

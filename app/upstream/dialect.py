@@ -21,8 +21,8 @@ from app.generation import Sampling, Usage
 _IDS_PLACEHOLDER = "\x00toksplice-ids\x00"
 _IDS_PLACEHOLDER_JSON = orjson.dumps(_IDS_PLACEHOLDER)
 _SEND_SLICE = 256 << 10
-"""Bytes of a ``Body`` handed to the HTTP client at once: a buffer that size is freed and
-reused slice after slice, where one of the whole body would be fresh pages."""
+"""Bytes of a ``Body``'s view part (the ids' JSON) handed to the HTTP client at once: a buffer
+that size is freed and reused slice after slice, where one of the whole would be fresh pages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,12 @@ class Body:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for part in self.parts:
-            view = memoryview(part).cast("B")
+            if isinstance(part, bytes):  # h11 sends bytes as they are
+                yield part
+                continue
+            view = part.cast("B")
             for at in range(0, len(view), _SEND_SLICE):
-                yield bytes(view[at : at + _SEND_SLICE])  # the one copy (h11 keeps bytes as is)
+                yield bytes(view[at : at + _SEND_SLICE])  # the one copy of a view's bytes
 
 
 @dataclass(frozen=True, slots=True)
