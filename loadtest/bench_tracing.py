@@ -37,7 +37,7 @@ from app.config import Settings
 from app.main import create_app
 from app.service.chat import ChatService
 from app.telemetry import Telemetry
-from app.telemetry.observer import Exchange, RequestRecord
+from app.telemetry.observer import Exchange, PromptTokens, RequestRecord
 from app.telemetry.spans import SpanExport
 from app.telemetry.timings import Timings
 from loadtest.agent_sessions import chat_requests
@@ -132,7 +132,8 @@ def span_export_cost(service: ChatService) -> float:
         first_token=now + 7e-4, finished=now + 9e-4, session="bench/export",
     )  # fmt: skip
     encoding = service.tokenizer.encode("a prompt " * 200, session="bench/export")
-    record = RequestRecord(timings, encoding, "default", "llamacpp", True, "ok", "stop", None)
+    prompt = PromptTokens.of(encoding)
+    record = RequestRecord(timings, prompt, "default", "llamacpp", True, "ok", "stop", None)
     export = SpanExport(TracerProvider())
     started = time.perf_counter()
     for _ in range(COMPONENT_RUNS):

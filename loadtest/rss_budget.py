@@ -1,13 +1,15 @@
-"""The proxy's resident memory (``toksplice_process_resident_bytes``) against its session
-budget, after the large requests a hostile or unlucky client sends.
+"""The proxy's resident memory (``toksplice_process_resident_bytes``) against its session budget,
+after the large requests a hostile or unlucky client sends.
 
-    python loadtest/rss_budget.py --tokenizer .assets/qwen3 [--sessions 1000]
+    python loadtest/rss_budget.py --tokenizer .assets/qwen3 [--sessions 1000] [--edits 300]
 
-Starts the stand-in upstream and ``toksplice serve``, then sends, in order: one request of
-~50 MB of text, one ``'a' * 10_000_000`` request, and ``--sessions`` sessions of 100K
-characters each; after each phase it prints the RSS and the store's bytes from ``/metrics``
-against the bound ``--store-bytes`` + F (``--overhead``, default ``app.process_memory``'s
-``FIXED_OVERHEAD_BYTES``), and exits 1 when RSS exceeded it.
+Starts the stand-in upstream and ``toksplice serve``, then sends, in order: one request of ~50
+MB of text, one ``'a' * 10_000_000`` request, ``--sessions`` sessions of 100K characters each,
+and ``--edits`` calls of one 1M-character session whose first line changes every call (Claude
+Code's billing line: each call's ids are a copy, not an extension, of the call's before, and
+nothing that outlives a call may keep them); after each phase it prints the RSS and the store's
+bytes from ``/metrics`` against the bound ``--store-bytes`` + F (``--overhead``, default
+``app.process_memory``'s ``FIXED_OVERHEAD_BYTES``), and exits 1 when RSS exceeded it.
 """
 
 from __future__ import annotations
@@ -65,10 +67,13 @@ def measure(
     word_chars: int = 10_000_000,
     sessions: int = 1000,
     session_chars: int = 100_000,
+    edits: int = 300,
+    edited_chars: int = 1_000_000,
 ) -> Iterator[tuple[str, float, float]]:
     """(phase, RSS, store bytes) at the start and after each phase, through a proxy of
     ``store_bytes``: one request of ``big_chars`` of text, one of ``'a' * word_chars``,
-    ``sessions`` sessions of ``session_chars`` each."""
+    ``sessions`` sessions of ``session_chars`` each, ``edits`` calls of one session of
+    ``edited_chars`` edited at its start."""
     up, port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up}"
     proxy = serve_args(upstream, tokenizer, "m", port, "--no-alignment-check",
@@ -84,12 +89,17 @@ def measure(
         for k in range(sessions):
             _chat(http, _text(session_chars, 100 + k), f"s{k}")
         yield f"after {sessions} sessions of {session_chars / 1e3:g}K chars", *_figures(http)
+        edited = _text(edited_chars, 2)
+        for k in range(edits):
+            _chat(http, f"billing line {k}\n{edited}", "edited")
+        yield f"after {edits} edits at {edited_chars / 1e6:g}M chars", *_figures(http)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, required=True, help="a tokenizer folder")
     parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--edits", type=int, default=300)
     parser.add_argument("--store-bytes", type=int, default=1 << 30)
     parser.add_argument(
         "--overhead", type=int, default=FIXED_OVERHEAD_BYTES, help="F: RSS allowed past the budget"
@@ -97,7 +107,9 @@ def main() -> None:
     args = parser.parse_args()
     bound = args.store_bytes + args.overhead
     over = False
-    for phase, rss, store in measure(args.tokenizer, args.store_bytes, sessions=args.sessions):
+    for phase, rss, store in measure(
+        args.tokenizer, args.store_bytes, sessions=args.sessions, edits=args.edits
+    ):
         over |= rss > bound
         print(f"{phase:<34} RSS {rss / 2**20:6.0f} MiB   store {store / 2**20:5.0f} MiB   "
               f"budget + F {bound / 2**20:.0f} MiB{'   EXCEEDED' if rss > bound else ''}",

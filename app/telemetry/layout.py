@@ -43,8 +43,8 @@ def child_spans(record: RequestRecord) -> list[SpanPlan]:
         spans.append(
             SpanPlan("tokenize", rendered, rendered + t.tokenize_s, _tokenize_attributes(record))
         )
-        if record.encoding.lookup_s:  # within tokenize: before the reference encodes
-            looked_up = rendered + record.encoding.lookup_s
+        if record.prompt.lookup_s:  # within tokenize: before the reference encodes
+            looked_up = rendered + record.prompt.lookup_s
             spans.append(SpanPlan("session lookup/diff", rendered, looked_up))
     if t.upstream_connected:
         spans.append(SpanPlan("connect", t.upstream_connecting, t.upstream_connected))
@@ -59,13 +59,13 @@ def child_spans(record: RequestRecord) -> list[SpanPlan]:
 
 
 def _request_attributes(record: RequestRecord) -> dict[str, Any]:
-    t, enc = record.timings, record.encoding
+    t, enc = record.timings, record.prompt
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": record.provider,
         "gen_ai.request.model": record.model,
         "gen_ai.conversation.id": session_digest(t.session),
-        "gen_ai.usage.input_tokens": len(enc.ids),
+        "gen_ai.usage.input_tokens": enc.prompt_tokens,
         "toksplice.api": t.api,
         "toksplice.route": enc.route,
         "toksplice.reused_tokens": enc.reused_tokens,
@@ -90,10 +90,10 @@ def _request_attributes(record: RequestRecord) -> dict[str, Any]:
 
 
 def _tokenize_attributes(record: RequestRecord) -> dict[str, Any]:
-    enc = record.encoding
+    enc = record.prompt
     attributes: dict[str, Any] = {
         "toksplice.route": enc.route,
-        "toksplice.prompt_tokens": len(enc.ids),
+        "toksplice.prompt_tokens": enc.prompt_tokens,
         "toksplice.reused_tokens": enc.reused_tokens,
         "toksplice.encoded_bytes": enc.encoded_bytes,
         "toksplice.searches": enc.searches,

@@ -79,11 +79,11 @@ class Metrics:
         )
 
     def record(self, record: RequestRecord) -> None:
-        t, enc = record.timings, record.encoding
+        t, enc = record.timings, record.prompt
         self.requests.labels(t.api, enc.route, record.outcome).inc()
         self.tokenize_seconds.labels(enc.route).observe(t.tokenize_s)
         self.render_seconds.observe(t.render_s)
-        self.prompt_tokens.labels(enc.route).inc(len(enc.ids))
+        self.prompt_tokens.labels(enc.route).inc(enc.prompt_tokens)
         self.reused_tokens.labels(enc.route).inc(enc.reused_tokens)
         if enc.fallback is not None:
             self.fallbacks.labels(enc.fallback).inc()

@@ -36,11 +36,39 @@ class Exchange:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptTokens:
+    """How a request's prompt was tokenized, as its trace and metrics show it: figures only.
+    A record outlives its request in the trace ring (``--trace-ring`` of them), so it keeps no
+    ids: each id array is a view that keeps its whole buffer alive (a megabyte for a
+    1M-character prompt), and a session whose every call copies its ids (an edit near the
+    start) would pin one per record, outside the session store's budget."""
+
+    route: str
+    prompt_tokens: int
+    reused_tokens: int
+    encoded_bytes: int
+    searches: int
+    retries: int
+    window: int
+    parallel_chunks: int
+    fallback: str | None
+    lookup_s: float
+
+    @classmethod
+    def of(cls, encoding: Encoding) -> PromptTokens:
+        e = encoding
+        return cls(
+            e.route, len(e.ids), e.reused_tokens, e.encoded_bytes, e.searches, e.retries,
+            e.window, e.parallel_chunks, e.fallback, e.lookup_s,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     """One finished request: its marks, how its prompt was tokenized, and how it ended."""
 
     timings: Timings
-    encoding: Encoding
+    prompt: PromptTokens
     model: str
     provider: str
     """The upstream dialect (``gen_ai.provider.name``)."""
@@ -81,7 +109,7 @@ class RequestObserver:
         self._sink(
             RequestRecord(
                 timings=self.timings,
-                encoding=exchange.encoding,
+                prompt=PromptTokens.of(exchange.encoding),
                 model=exchange.model,
                 provider=exchange.provider,
                 stream=exchange.stream,

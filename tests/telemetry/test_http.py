@@ -7,6 +7,7 @@ receiver without keys or content; the admin endpoints are closed off a loopback 
 
 from __future__ import annotations
 
+import gc
 import http.server
 import threading
 import time
@@ -279,6 +280,33 @@ def test_metrics_count_requests_by_api_and_route(smollm2_dir: Path) -> None:
         names = ("shadow_checks", "shadow_drops", "shadow_divergences", "session_store_evictions")
         for name in names:
             assert f"toksplice_{name}_total " in text
+
+
+def _reachable_arrays(root: object) -> int:
+    """How many numpy arrays can be reached from ``root`` through references."""
+    seen, stack, arrays = {id(root)}, [root], 0
+    while stack:
+        for child in gc.get_referents(stack.pop()):
+            if id(child) not in seen and not isinstance(child, type):
+                seen.add(id(child))
+                arrays += isinstance(child, np.ndarray)
+                stack.append(child)
+    return arrays
+
+
+def test_the_trace_ring_keeps_no_ids_of_the_requests_it_shows(smollm2_dir: Path) -> None:
+    """Each traced request stays in the ring (512 by default) after its call: were its ids
+    kept, every one would pin its session's id buffer of that time outside the store's
+    budget."""
+    with proxy(smollm2_dir, shadow_rate=0.0) as (app, client, _):
+        for turns in (1, 2, 3, 4):
+            body = {"model": MODEL, "messages": conversation(turns)}
+            reply = client.post("/v1/chat/completions", json=body, headers={"x-session-id": "r"})
+            assert reply.status_code == 200
+        app.state.telemetry.drain()
+        ring = app.state.telemetry.ring
+        assert len(ring.requests()) == 4
+        assert _reachable_arrays(ring) == 0
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
