@@ -59,16 +59,16 @@ def child_spans(record: RequestRecord) -> list[SpanPlan]:
 
 
 def _request_attributes(record: RequestRecord) -> dict[str, Any]:
-    t, enc = record.timings, record.prompt
+    t, prompt = record.timings, record.prompt
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": record.provider,
         "gen_ai.request.model": record.model,
         "gen_ai.conversation.id": session_digest(t.session),
-        "gen_ai.usage.input_tokens": enc.prompt_tokens,
+        "gen_ai.usage.input_tokens": prompt.prompt_tokens,
         "toksplice.api": t.api,
-        "toksplice.route": enc.route,
-        "toksplice.reused_tokens": enc.reused_tokens,
+        "toksplice.route": prompt.route,
+        "toksplice.reused_tokens": prompt.reused_tokens,
         "toksplice.stream": record.stream,
         "toksplice.outcome": record.outcome,
     }
@@ -90,17 +90,17 @@ def _request_attributes(record: RequestRecord) -> dict[str, Any]:
 
 
 def _tokenize_attributes(record: RequestRecord) -> dict[str, Any]:
-    enc = record.prompt
+    prompt = record.prompt
     attributes: dict[str, Any] = {
-        "toksplice.route": enc.route,
-        "toksplice.prompt_tokens": enc.prompt_tokens,
-        "toksplice.reused_tokens": enc.reused_tokens,
-        "toksplice.encoded_bytes": enc.encoded_bytes,
-        "toksplice.searches": enc.searches,
-        "toksplice.retries": enc.retries,
-        "toksplice.window": enc.window,
-        "toksplice.parallel_chunks": enc.parallel_chunks,
+        "toksplice.route": prompt.route,
+        "toksplice.prompt_tokens": prompt.prompt_tokens,
+        "toksplice.reused_tokens": prompt.reused_tokens,
+        "toksplice.encoded_bytes": prompt.encoded_bytes,
+        "toksplice.searches": prompt.searches,
+        "toksplice.retries": prompt.retries,
+        "toksplice.window": prompt.window,
+        "toksplice.parallel_chunks": prompt.parallel_chunks,
     }
-    if enc.fallback is not None:
-        attributes["toksplice.fallback"] = enc.fallback
+    if prompt.fallback is not None:
+        attributes["toksplice.fallback"] = prompt.fallback
     return attributes

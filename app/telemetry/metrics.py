@@ -79,14 +79,14 @@ class Metrics:
         )
 
     def record(self, record: RequestRecord) -> None:
-        t, enc = record.timings, record.prompt
-        self.requests.labels(t.api, enc.route, record.outcome).inc()
-        self.tokenize_seconds.labels(enc.route).observe(t.tokenize_s)
+        t, prompt = record.timings, record.prompt
+        self.requests.labels(t.api, prompt.route, record.outcome).inc()
+        self.tokenize_seconds.labels(prompt.route).observe(t.tokenize_s)
         self.render_seconds.observe(t.render_s)
-        self.prompt_tokens.labels(enc.route).inc(enc.prompt_tokens)
-        self.reused_tokens.labels(enc.route).inc(enc.reused_tokens)
-        if enc.fallback is not None:
-            self.fallbacks.labels(enc.fallback).inc()
+        self.prompt_tokens.labels(prompt.route).inc(prompt.prompt_tokens)
+        self.reused_tokens.labels(prompt.route).inc(prompt.reused_tokens)
+        if prompt.fallback is not None:
+            self.fallbacks.labels(prompt.fallback).inc()
         if t.upstream_sent:
             self.proxy_added_seconds.labels(t.api).observe(t.proxy_added)
         if t.first_token:
