@@ -8,6 +8,8 @@ import asyncio
 import gc
 import multiprocessing
 import weakref
+from collections.abc import Callable
+from multiprocessing.queues import SimpleQueue
 
 import httpx
 from starlette.applications import Starlette
@@ -50,7 +52,21 @@ def test_glibc_trim_and_rss_are_there() -> None:
     assert rss is not None and rss > 10 << 20
 
 
-def _grown_child(out: multiprocessing.SimpleQueue[tuple[int | None, int | None]]) -> None:
+Readings = SimpleQueue[tuple[int | None, int | None]]
+
+
+def _in_a_child(target: Callable[[Readings], None]) -> tuple[int | None, int | None]:
+    """The two RSS readings ``target`` reports from a forked child."""
+    context = multiprocessing.get_context("fork")
+    out: Readings = context.SimpleQueue()
+    child = context.Process(target=target, args=(out,))
+    child.start()
+    readings = out.get()
+    child.join()
+    return readings
+
+
+def _grown_child(out: Readings) -> None:
     before = resident_bytes()
     KEPT.append(b"x" * (128 << 20))
     out.put((before, resident_bytes()))
@@ -61,12 +77,7 @@ def test_a_forked_child_reads_its_own_rss() -> None:
     RSS sees its own 128 MiB grow, not the parent's figure."""
     parent = resident_bytes()
     assert parent is not None
-    context = multiprocessing.get_context("fork")
-    out: multiprocessing.SimpleQueue[tuple[int | None, int | None]] = context.SimpleQueue()
-    child = context.Process(target=_grown_child, args=(out,))
-    child.start()
-    before, after = out.get()
-    child.join()
+    before, after = _in_a_child(_grown_child)
     assert before is not None and after is not None and after - before >= 120 << 20
 
 
@@ -94,7 +105,7 @@ def test_freed_heap_goes_back_after_a_large_request() -> None:
     assert after is not None and after - before < 64 << 20, (before >> 20, after >> 20)
 
 
-def _built_then_frozen(out: multiprocessing.SimpleQueue[tuple[int | None, int | None]]) -> None:
+def _built_then_frozen(out: Readings) -> None:
     """A forked child "builds a service": 256 MiB in 64 KiB blocks, all but every 64th freed
     (holes glibc keeps), then freezes its startup heap; it reports RSS before and after."""
     blocks = [bytes(64 << 10) for _ in range(16 * 256)]
@@ -108,12 +119,7 @@ def _built_then_frozen(out: multiprocessing.SimpleQueue[tuple[int | None, int | 
 def test_what_building_the_service_freed_goes_back_at_the_freeze() -> None:
     """No request follows start-up to trim after it: before the freeze trimmed, the idle
     proxy kept ~70 MiB its start-up had freed (Qwen3: 350 MiB idle, 278 after)."""
-    context = multiprocessing.get_context("fork")
-    out: multiprocessing.SimpleQueue[tuple[int | None, int | None]] = context.SimpleQueue()
-    child = context.Process(target=_built_then_frozen, args=(out,))
-    child.start()
-    before, after = out.get()
-    child.join()
+    before, after = _in_a_child(_built_then_frozen)
     assert before is not None and after is not None
     assert before - after > 192 << 20, (before >> 20, after >> 20)
 
