@@ -158,10 +158,13 @@ def _compile(env: jinja2.Environment, statements: list[nodes.Node]) -> jinja2.Te
 class _FromLo(NodeTransformer):
     """Rewrites a planned body's reads of its own loop's attributes for a loop over the items
     from LO on: ``index0`` and ``index`` count from LO, ``first`` is ``index0 + LO == 0``;
-    ``last`` and ``depth`` are the same in both loops.  Inner loops' bodies read their own."""
+    ``last`` and ``depth`` are the same in both loops.  Inner loops' bodies read their own;
+    their iterables, filters and else blocks read this one."""
 
     def visit_For(self, node: nodes.For) -> nodes.For:
         node.iter = self.visit(node.iter)
+        node.test = self.visit(node.test) if node.test is not None else None
+        node.else_ = [self.visit(stmt) for stmt in node.else_]
         return node
 
     def visit_Getattr(self, node: nodes.Getattr) -> nodes.Node:
@@ -201,8 +204,11 @@ class _Reads:
         if isinstance(node, nodes.For):
             if node.recursive:
                 raise _NotPure
-            self.visit(node.iter, outer_loop)
-            for child in (*node.body, *node.else_, *([node.test] if node.test else [])):
+            # Only its body sees the inner loop as ``loop``; its iterable, filter and else
+            # block see the enclosing one.
+            for child in (node.iter, *node.else_, *([node.test] if node.test else [])):
+                self.visit(child, outer_loop)
+            for child in node.body:
                 self.visit(child, outer_loop=False)
             self.visit(node.target, outer_loop)
         elif isinstance(node, nodes.Name):

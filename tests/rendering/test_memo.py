@@ -158,15 +158,24 @@ class _Unwalkable(list[Any]):
         raise AssertionError("the tail walked the items before its first iteration")
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 12), st.integers(0, 12), st.booleans())
+_INNER_LOOPS = (
+    "",
+    "{% for c in m %}<{{ loop.index0 }}{{ loop.first }}>{% endfor %}",
+    # An inner loop's filter and its else block see the outer loop as ``loop``.
+    "{% for c in m if loop.index0 % 2 == 0 %}{{ c }}{% endfor %}",
+    "{% for c in m if c == 'x' %}{{ c }}{% else %}({{ loop.index }}{{ loop.first }}){% endfor %}",
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 12), st.integers(0, 12), st.sampled_from(_INNER_LOOPS))
 def test_a_tail_renders_its_iterations_without_walking_those_before(
-    lo: int, extra: int, nested: bool
+    lo: int, extra: int, inner: str
 ) -> None:
     """The tail from iteration ``lo`` loops over the items from ``lo`` on (a long
     conversation's tail costs its own iterations, not the whole loop's), and its body reads the
-    whole loop's ``index0``/``index``/``first``/``last``; an inner loop reads its own."""
-    inner = "{% for c in m %}<{{ loop.index0 }}{{ loop.first }}>{% endfor %}" if nested else ""
+    whole loop's ``index0``/``index``/``first``/``last``; an inner loop's body reads its own,
+    its filter and else block the outer loop's."""
     source = (
         "{% for m in messages %}{{ loop.index0 }}:{{ loop.index }}:{{ loop.first }}:"
         "{{ loop.last }}:{{ m }}" + inner + ";{% endfor %}"
