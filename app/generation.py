@@ -7,9 +7,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ToolFormat = Literal["hermes", "qwen3_coder"]
-"""How the model writes tool calls in its text: ``hermes``, JSON in ``<tool_call>`` (Hermes,
-Qwen2.5, Qwen3); ``qwen3_coder``, XML-like."""
+ToolFormat = Literal[
+    "hermes",
+    "qwen3_coder",
+    "glm45",
+    "glm47",
+    "kimi_k2",
+    "deepseek_v31",
+    "deepseek_v32",
+    "harmony",
+    "minimax_m2",
+    "mistral",
+    "llama3_json",
+    "pythonic",
+    "gemma4",
+    "seed_oss",
+]
+"""How the model writes tool calls in its text (names follow vLLM's tool parsers where one
+exists; ``harmony`` is gpt-oss's, vLLM's ``openai``): ``hermes``, JSON in ``<tool_call>``
+(Hermes, Qwen2.5, Qwen3); ``qwen3_coder``, XML-like; the others as docs/serving.md lists."""
 
 
 @dataclass(frozen=True, slots=True)
