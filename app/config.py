@@ -105,10 +105,12 @@ class Settings(BaseSettings):
     """Connections to the upstream, at most."""
     store_bytes: int = Field(default=1 << 30, ge=0)
     """Memory for session state in bytes (text, ids, offsets, cached id JSON, memos)."""
-    tool_format: ToolFormat | None = "hermes"
-    """How the model writes tool calls, for text-out dialects (none: not parsed)."""
+    tool_format: ToolFormat | Literal["auto"] | None = "auto"
+    """How the model writes tool calls and reasoning, for text-out dialects: auto (read from
+    the chat template's markers; hermes when it shows none), a format, or none (not parsed)."""
     reasoning: bool = True
-    """Split <think>...</think> from the answer into reasoning_content."""
+    """Split the model's reasoning (<think>...</think> or its family's markers) from the
+    answer into reasoning_content."""
     strip_billing_line: bool = False
     """Drop Claude Code's per-call x-anthropic-billing-header line from system prompts (it
     changes every call; repair handles it, stripping saves even that)."""

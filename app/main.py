@@ -20,6 +20,7 @@ from app.errors import TemplateError
 from app.process_memory import ReturnFreedMemory, freeze_startup_heap, trim_floor
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
+from app.protocol.output import resolve as resolve_tool_format
 from app.protocol.responses_request import ChatTranslator as ResponsesTranslator
 from app.rendering import ChatTemplate, RenderCache
 from app.service.alignment import PROBES, learn
@@ -137,11 +138,14 @@ async def _build_service(
         gated=settings.alignment_check,
     )
     readiness.subscribe(_log_learned)
+    sources = dict.fromkeys((template.source(tools=False), template.source(tools=True)))
+    tool_format, chosen = resolve_tool_format(settings.tool_format, sources)
+    log.info("tool format: %s (%s)", tool_format or "none", chosen)
     card = ModelCard(
         name=settings.served_model,
         upstream_name=upstream_name,
         template=template,
-        tool_format=settings.tool_format,
+        tool_format=tool_format,
         reasoning=settings.reasoning,
     )
     log.info(

@@ -74,7 +74,7 @@ def test_every_flag_keeps_its_name_and_meaning(flag: str) -> None:
 def test_flags_win_over_the_environment_which_wins_over_defaults(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert (Settings().port, Settings().reasoning, Settings().tool_format) == (8000, True, "hermes")
+    assert (Settings().port, Settings().reasoning, Settings().tool_format) == (8000, True, "auto")
     monkeypatch.setenv("TOKSPLICE_PORT", "9001")
     monkeypatch.setenv("TOKSPLICE_REASONING", "false")
     monkeypatch.setenv("TOKSPLICE_TOOL_FORMAT", "none")

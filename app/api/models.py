@@ -81,5 +81,7 @@ async def health(request: Request) -> Response:
         "sending": "text" if service.card.send_text else "token ids",
         "context_tokens": service.card.context_tokens,
         "tokenizer": service.tokenizer.spec.family,
+        "tool_format": service.card.tool_format,
+        "reasoning": service.reasoning_style(),
     }
     return json_response(body, 200 if ready else 503)

@@ -1,7 +1,7 @@
 """Upstream output -> OpenAI chat: chunks while streaming, one message when not.
 
-Text from token-in text-out upstreams goes through ``OutputParser`` (reasoning and tool calls
-become their own fields); ``ChatAssembler`` then shapes OpenAI chat completion objects.
+Text from token-in text-out upstreams goes through the tool format's parser (reasoning and
+tool calls become their own fields); ``ChatAssembler`` then shapes OpenAI chat completion objects.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from app.generation import ToolFormat, Usage
 from app.protocol.openai_chat import chat_chunk, chat_completion, completion_id
-from app.protocol.output import OutputParser
+from app.protocol.output import output_parser
 
 
 class ChatAssembler:
@@ -29,10 +29,11 @@ class ChatAssembler:
         self.model = model
         self.ident = completion_id()
         self.created = int(time.time())
-        self.parser = OutputParser(
+        self.parser = output_parser(
+            tool_format,
             reasoning=reasoning,
-            tool_format=tool_format if tools else None,
             tools=tools,
+            tool_calls=bool(tools),
             starts_in_reasoning=starts_in_reasoning and reasoning,
         )
 

@@ -32,6 +32,7 @@ from app.pieced_text import PiecedText, joined
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import ChatRequest
+from app.protocol.output import Reasoning, reasoning_markers
 from app.rendering import ChatTemplate, RenderCache
 from app.service.callers import Caller, session_key
 from app.sessions import SessionTokenizer
@@ -124,7 +125,13 @@ class ChatService:
         self.bodies = bodies
         self.telemetry = telemetry
         self.drops_tools = card.template.drops_tools()  # once, at startup
+        self.reasoning = reasoning_markers(card.tool_format) if card.reasoning else None
         self._warned = warned
+
+    def reasoning_style(self) -> str | None:
+        """The reasoning markers split out of answers (``<think>…</think>``), if any."""
+        markers = self.reasoning
+        return None if markers is None else f"{markers.open}…{markers.close}"
 
     def _learned(self, learned: Learned) -> None:
         self.card = replace(
@@ -237,9 +244,8 @@ class ChatService:
             room=None if card.context_tokens is None else card.context_tokens - len(encoding.ids),
         )
         dropped = self._tools_dropped(request, key)
-        return PreparedChat(
-            request, call, encoding, _opens_reasoning(rendered), timings, dropped, shadow_check
-        )
+        opens = _opens_reasoning(rendered, self.reasoning)
+        return PreparedChat(request, call, encoding, opens, timings, dropped, shadow_check)
 
     def _tools_dropped(self, request: ChatRequest, key: str) -> int:
         """How many tools the template dropped: counted, and logged once per session."""
@@ -415,7 +421,6 @@ def _chat_finish_reason(payload: Any) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
-def _opens_reasoning(text: PiecedText) -> bool:
-    """The generation prompt ends inside an opened think block (DeepSeek-R1 style)."""
-    tail = text.tail(64).rstrip()
-    return tail.endswith("<think>")
+def _opens_reasoning(text: PiecedText, markers: Reasoning | None) -> bool:
+    """The generation prompt ends inside an opened reasoning block (DeepSeek-R1 style)."""
+    return markers is not None and markers.opened_by(text.tail(64))

@@ -169,7 +169,8 @@ def test_bad_requests_get_openai_errors(proxy: Proxy, payload: bytes, status: in
 def test_models_and_health(proxy: Proxy) -> None:
     assert [m["id"] for m in proxy.http.get("/v1/models").json()["data"]] == [MODEL]
     health = proxy.http.get("/health").json()
-    assert health == health | {"status": "ok", "upstream": "ok", "sending": "token ids"}
+    assert health == health | {"status": "ok", "upstream": "ok", "sending": "token ids",
+                               "tool_format": "hermes", "reasoning": "<think>…</think>"}
 
 
 def test_first_calls_in_parallel_chunks_send_exact_ids(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from app.protocol.output.interface import Call, Format, Schemas, TagCalls
 from app.protocol.output.schema import encode_call, loads_strict
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -55,8 +56,9 @@ class HermesBlockEnd:
                 self._pos = at + 1
 
 
-def decode_hermes(block: str) -> tuple[str, str] | None:
-    """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call."""
+def decode_hermes(block: str, schemas: Schemas) -> list[Call] | None:
+    """The call in a block's text, or ``None`` when it is not a tool call (the JSON carries
+    its own types: ``schemas`` is not needed)."""
     try:
         value = loads_strict(block)
     except ValueError:
@@ -67,4 +69,17 @@ def decode_hermes(block: str) -> tuple[str, str] | None:
     arguments = value.get("arguments", {})
     if not isinstance(name, str) or not name or not isinstance(arguments, dict):
         return None
-    return encode_call(name, arguments)
+    call = encode_call(name, arguments)
+    return None if call is None else [call]
+
+
+FORMAT = Format(
+    name="hermes",
+    template_markers=(TOOL_CALL_OPEN,),
+    calls=TagCalls(
+        opens=(TOOL_CALL_OPEN,),
+        close=TOOL_CALL_CLOSE,
+        block_end=HermesBlockEnd,
+        decode=decode_hermes,
+    ),
+)

@@ -1,48 +1,41 @@
-"""The incremental parser: one generated choice's text in, OpenAI chat deltas out.
+"""The incremental parser of tag-delimited formats: one choice's text in, OpenAI deltas out.
 
-States, in the order output can walk them::
+States, in the order output can walk them (markers from the format: ``Reasoning`` and
+``TagCalls``)::
 
-    START ──<think>──▶ REASONING ──</think>──▶ CONTENT ⇄ TOOL  (<tool_call> … </tool_call>)
-      └───────────── anything else ──────────────▶ CONTENT
+    START ──open──▶ REASONING ──close──▶ CONTENT ⇄ TOOL  (an opening marker … its close)
+      └──────── anything else ────────▶ CONTENT
 
-Text is emitted as soon as it cannot be part of a tag; a tail that could still grow into one
-is held until the next piece (or ``finish``) decides, and so is whitespace opening a content
-segment while a tool call may follow (it is then layout). A tool-call block is held whole and
-emitted at its closing tag, as one delta with id, name and complete arguments: only then is
-it known to be a tool call at all, and a delta once sent cannot be taken back.
+Text is emitted as soon as it cannot be part of a marker; a tail that could still grow into
+one is held until the next piece (or ``finish``) decides, and so is whitespace opening a
+content segment while a tool call may follow (it is then layout). A tool-call block is held
+whole and emitted at its closing marker (or, for formats without one, at the end of the
+output), one delta per call with id, name and complete arguments: only then is it known to
+be a tool call at all, and a delta once sent cannot be taken back.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from enum import Enum, auto
-from functools import partial
-from typing import Any, Protocol
 
-from app.generation import ToolFormat
 from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
-from app.protocol.output.hermes import (
-    TOOL_CALL_CLOSE,
-    TOOL_CALL_OPEN,
-    HermesBlockEnd,
-    decode_hermes,
+from app.protocol.output.interface import (
+    THINK,
+    BlockEnd,
+    NeverEnds,
+    ParserOptions,
+    Reasoning,
+    Schemas,
+    TagCalls,
 )
-from app.protocol.output.qwen3_coder import CoderBlockEnd, decode_qwen3_coder
-from app.protocol.output.scanning import partial_tag_start
+from app.protocol.output.scanning import find_tag, partial_tag_start
 from app.protocol.output.schema import parameter_schemas
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
 
 
 def new_tool_call_id() -> str:
     """``call_`` and 24 random hex digits."""
     return "call_" + secrets.token_hex(12)
-
-
-class _BlockEnd(Protocol):
-    def find(self, body: str) -> int | None: ...
 
 
 class _State(Enum):
@@ -68,29 +61,29 @@ class OutputParser:
 
     def __init__(
         self,
+        options: ParserOptions,
         *,
-        reasoning: bool,
-        tool_format: ToolFormat | None,
-        tools: list[dict[str, Any]] | None = None,
-        starts_in_reasoning: bool = False,
-        id_factory: Callable[[], str] = new_tool_call_id,
+        calls: TagCalls | None,
+        markers: Reasoning | None = THINK,
     ) -> None:
-        if starts_in_reasoning and not reasoning:
-            raise ValueError("starts_in_reasoning needs reasoning=True")
+        """``calls``: the format's tool-call markup, None to parse no tool calls; ``markers``:
+        its reasoning markers, None when it writes none."""
+        reasoning = markers if options.reasoning else None
+        if options.starts_in_reasoning and reasoning is None:
+            raise ValueError("starts_in_reasoning needs reasoning")
         self._state = _State.CONTENT
-        if reasoning:
-            self._state = _State.REASONING if starts_in_reasoning else _State.START
-        self._tool_format = tool_format
-        self._decode: Callable[[str], tuple[str, str] | None] = (
-            partial(decode_qwen3_coder, schemas=parameter_schemas(tools))
-            if tool_format == "qwen3_coder"
-            else decode_hermes
-        )
-        self._id_factory = id_factory
-        self._buffer = ""  # text not yet resolved; in TOOL, the block after <tool_call>
-        self._block_end: _BlockEnd = HermesBlockEnd()
+        if reasoning is not None:
+            self._state = _State.REASONING if options.starts_in_reasoning else _State.START
+        self._think = reasoning or THINK
+        self._calls = calls
+        self._tools = options.tools
+        self._schemas: Schemas | None = None  # built at the first block
+        self._id_factory = options.id_factory
+        self._buffer = ""  # text not yet resolved; in TOOL, the block after its opener
+        self._opener = ""  # the marker that opened the current block
+        self._block_end: BlockEnd = NeverEnds()
         self._held_space = ""  # whitespace opening a content segment, dropped if layout
-        self._segment_has_text = tool_format is None
+        self._segment_has_text = calls is None
         self._after_tool_call = False
         self._after_think = False  # newlines opening the answer are still to be dropped
         self._tool_calls = 0
@@ -138,27 +131,29 @@ class OutputParser:
             pass
 
     def _start(self, out: list[ChatDelta], final: bool) -> bool:
-        """Output opens with ``<think>`` (after optional whitespace) or is content."""
+        """Output opens with the reasoning marker (after optional whitespace) or is content."""
         rest = self._buffer.lstrip()
-        if rest.startswith(THINK_OPEN):
-            self._buffer = rest[len(THINK_OPEN) :]
+        opening = self._think.open
+        if rest.startswith(opening):
+            self._buffer = rest[len(opening) :]
             self._state = _State.REASONING
             return True
-        if not final and THINK_OPEN.startswith(rest):
+        if not final and opening.startswith(rest):
             return False
         self._state = _State.CONTENT
         return True
 
     def _reasoning(self, out: list[ChatDelta], final: bool) -> bool:
-        end = self._buffer.find(THINK_CLOSE)
+        closing = self._think.close
+        end = self._buffer.find(closing)
         if end >= 0:
             self._emit(out, reasoning=self._buffer[:end])
-            self._buffer = self._buffer[end + len(THINK_CLOSE) :]
+            self._buffer = self._buffer[end + len(closing) :]
             self._state = _State.CONTENT
             self._after_think = True
             self._begin_segment(after_tool_call=False)
             return True
-        cut = len(self._buffer) if final else partial_tag_start(self._buffer, (THINK_CLOSE,))
+        cut = len(self._buffer) if final else partial_tag_start(self._buffer, (closing,))
         self._emit(out, reasoning=self._buffer[:cut])
         self._buffer = self._buffer[cut:]
         return False
@@ -169,30 +164,35 @@ class OutputParser:
             if not self._buffer and not final:
                 return False  # only newlines so far: the answer has not begun
             self._after_think = False
-        if self._tool_format is None:
+        calls = self._calls
+        if calls is None:
             self._emit_content(out, self._buffer)
             self._buffer = ""
             return False
-        start = self._buffer.find(TOOL_CALL_OPEN)
-        if start >= 0:
+        hit = find_tag(self._buffer, calls.opens)
+        if hit is not None:
+            start, self._opener = hit
             self._emit_content(out, self._buffer[:start])
-            self._buffer = self._buffer[start + len(TOOL_CALL_OPEN) :]
-            self._block_end = HermesBlockEnd() if self._tool_format == "hermes" else CoderBlockEnd()
+            self._buffer = self._buffer[start + len(self._opener) :]
+            self._block_end = calls.block_end()
             self._state = _State.TOOL
             return True
-        cut = len(self._buffer) if final else partial_tag_start(self._buffer, (TOOL_CALL_OPEN,))
+        cut = len(self._buffer) if final else partial_tag_start(self._buffer, calls.opens)
         self._emit_content(out, self._buffer[:cut])
         self._buffer = self._buffer[cut:]
         return False
 
     def _tool(self, out: list[ChatDelta], final: bool) -> bool:
+        assert self._calls is not None
+        closing = self._calls.close or ""
         end = self._block_end.find(self._buffer)
         if end is None and final:
             # Unclosed by the scanner's reading (say, an unbalanced quote): fall back to the
-            # first literal closing tag, so later blocks still parse; else it is all text.
-            literal = self._buffer.find(TOOL_CALL_CLOSE)
+            # first literal closing marker, so later blocks still parse; a format without
+            # one ends its block here.
+            literal = self._buffer.find(closing) if closing else len(self._buffer)
             if literal < 0:
-                self._emit_content(out, TOOL_CALL_OPEN + self._buffer)
+                self._emit_content(out, self._opener + self._buffer)
                 self._buffer = ""
                 self._state = _State.CONTENT
                 return True
@@ -200,26 +200,28 @@ class OutputParser:
         if end is None:
             return False
         block = self._buffer[:end]
-        self._buffer = self._buffer[end + len(TOOL_CALL_CLOSE) :]
+        self._buffer = self._buffer[end + len(closing) :]
         self._state = _State.CONTENT
-        decoded = self._decode(block)
-        if decoded is None:
-            self._emit_content(out, TOOL_CALL_OPEN + block + TOOL_CALL_CLOSE)
+        if self._schemas is None:
+            self._schemas = parameter_schemas(self._tools)
+        decoded = self._calls.decode(block, self._schemas)
+        if not decoded:
+            self._emit_content(out, self._opener + block + closing)
             return True
-        name, arguments = decoded
         self._held_space = ""
-        piece = ToolCallDelta(
-            index=self._tool_calls, id=self._id_factory(), name=name, arguments=arguments
-        )
-        out.append(ChatDelta(tool_call=piece))
-        self._tool_calls += 1
+        for name, arguments in decoded:
+            piece = ToolCallDelta(
+                index=self._tool_calls, id=self._id_factory(), name=name, arguments=arguments
+            )
+            out.append(ChatDelta(tool_call=piece))
+            self._tool_calls += 1
         self._begin_segment(after_tool_call=True)
         return True
 
     # --- emission ----------------------------------------------------------------------
 
     def _begin_segment(self, *, after_tool_call: bool) -> None:
-        self._segment_has_text = self._tool_format is None
+        self._segment_has_text = self._calls is None
         self._after_tool_call = after_tool_call
 
     def _emit_content(self, out: list[ChatDelta], text: str) -> None:

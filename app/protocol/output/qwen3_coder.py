@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.protocol.output.hermes import TOOL_CALL_CLOSE
+from app.protocol.output.hermes import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from app.protocol.output.interface import Call, Format, Schemas, TagCalls
 from app.protocol.output.scanning import find_tag, partial_tag_start
 from app.protocol.output.schema import convert_value, encode_call
 
@@ -81,11 +82,9 @@ def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
     return None if inner[pos:].strip() else parameters
 
 
-def decode_qwen3_coder(block: str, schemas: dict[str, dict[str, Any]]) -> tuple[str, str] | None:
-    """``(name, arguments JSON)`` from a block's text, or ``None`` when it is not a tool call.
-
-    ``schemas`` is ``schema.parameter_schemas(tools)``; unknown tools get string values.
-    """
+def decode_qwen3_coder(block: str, schemas: Schemas) -> list[Call] | None:
+    """The call in a block's text, or ``None`` when it is not a tool call; values are typed
+    by ``schemas`` (unknown tools get string values)."""
     text = block.strip()
     name_end = text.find(">")
     if not text.startswith(FUNCTION_OPEN) or name_end < 0 or not text.endswith(FUNCTION_CLOSE):
@@ -97,4 +96,17 @@ def decode_qwen3_coder(block: str, schemas: dict[str, dict[str, Any]]) -> tuple[
     if body_start > body_end:
         return None
     parameters = _parameters(text[body_start:body_end], schemas.get(name, {}))
-    return None if parameters is None else encode_call(name, parameters)
+    call = None if parameters is None else encode_call(name, parameters)
+    return None if call is None else [call]
+
+
+FORMAT = Format(
+    name="qwen3_coder",
+    template_markers=(TOOL_CALL_OPEN, FUNCTION_OPEN, PARAMETER_OPEN),
+    calls=TagCalls(
+        opens=(TOOL_CALL_OPEN,),
+        close=TOOL_CALL_CLOSE,
+        block_end=CoderBlockEnd,
+        decode=decode_qwen3_coder,
+    ),
+)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.generation import ToolFormat
-from app.protocol.output import ChatDelta, OutputParser, ParsedOutput
+from app.protocol.output import ChatDelta, ChoiceParser, ParsedOutput, output_parser
 
 MARKUP = re.compile(r"\s|<think>|</think>|<tool_call>|</tool_call>")
 
@@ -25,10 +25,10 @@ def make_parser(
     tool_format: ToolFormat | None,
     tools: list[dict[str, Any]] | None = None,
     starts_in_reasoning: bool = False,
-) -> OutputParser:
-    return OutputParser(
+) -> ChoiceParser:
+    return output_parser(
+        tool_format,
         reasoning=reasoning,
-        tool_format=tool_format,
         tools=tools,
         starts_in_reasoning=starts_in_reasoning,
         id_factory=counting_ids(),
@@ -40,7 +40,7 @@ def split_at(text: str, cuts: Sequence[int]) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def stream(parser: OutputParser, chunks: Sequence[str]) -> list[ChatDelta]:
+def stream(parser: ChoiceParser, chunks: Sequence[str]) -> list[ChatDelta]:
     deltas: list[ChatDelta] = []
     for chunk in chunks:
         deltas.extend(parser.feed(chunk))

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from app.protocol.output import ChatDelta, OutputParser, ParsedOutput, ToolCall, ToolCallDelta
+from app.protocol.output import (
+    ChatDelta,
+    ChoiceParser,
+    ParsedOutput,
+    ToolCall,
+    ToolCallDelta,
+    output_parser,
+)
 from tests.protocol.output.helpers import make_parser, parsed, stream
 
 QWEN3_TURN = (
@@ -23,7 +30,7 @@ QWEN3_TURN = (
 )
 
 
-def hermes(**options: Any) -> OutputParser:
+def hermes(**options: Any) -> ChoiceParser:
     return make_parser(tool_format="hermes", **{"reasoning": True, **options})
 
 
@@ -329,10 +336,10 @@ def test_from_deltas_joins_argument_fragments() -> None:
 
 
 def test_default_ids_and_misuse() -> None:
-    parser = OutputParser(reasoning=False, tool_format="hermes")
+    parser = output_parser("hermes", reasoning=False, tools=None)
     out = parser.parse('<tool_call>{"name": "f", "arguments": {}}</tool_call>')
     assert re.fullmatch(r"call_[0-9a-f]{24}", out.tool_calls[0].id)
     with pytest.raises(RuntimeError):
         parser.feed("more")
     with pytest.raises(ValueError):
-        OutputParser(reasoning=False, tool_format=None, starts_in_reasoning=True)
+        output_parser(None, reasoning=False, tools=None, starts_in_reasoning=True)

@@ -1,0 +1,134 @@
+"""What a tool-call format declares, and what every choice parser offers.
+
+A format is one ``Format`` value in its own module, registered in ``formats.FORMATS``. Most
+formats are tag-delimited and only describe their markup (``TagCalls``): the shared state
+machine (``parser.OutputParser``) does the streaming. A format that does not fit it brings
+its own parser class instead (``Format.parser``), which implements ``ChoiceParser``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.generation import ToolFormat
+from app.protocol.output.deltas import ChatDelta, ParsedOutput
+
+Call = tuple[str, str]
+"""One decoded tool call: its function name and its arguments as a JSON object string."""
+
+Schemas = dict[str, dict[str, Any]]
+"""``{function name: {parameter name: JSON schema}}``, from ``schema.parameter_schemas``."""
+
+
+class BlockEnd(Protocol):
+    """Finds where a tool-call block closes, in a body that grows between calls.
+
+    One instance per block; ``find`` gets the whole body after the opening marker every time
+    (the same text plus whatever arrived since) and may remember how far it has scanned.
+    """
+
+    def find(self, body: str) -> int | None:
+        """Where the closing marker starts in ``body``, or None while it has not arrived."""
+        ...
+
+
+class ChoiceParser(Protocol):
+    """One generated choice's text in, OpenAI chat deltas out (``OutputParser``'s protocol).
+
+    ``feed`` each decoded piece as it arrives, then ``finish`` once; or ``parse`` a whole
+    text on a fresh parser. Every split of the same text must fold to the same fields.
+    """
+
+    def feed(self, text: str) -> list[ChatDelta]: ...
+
+    def finish(self) -> list[ChatDelta]: ...
+
+    def parse(self, text: str) -> ParsedOutput: ...
+
+    def finish_reason(self, upstream_reason: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """The markers around a family's reasoning (``<think>`` and ``</think>``)."""
+
+    open: str
+    close: str
+
+    def opened_by(self, prompt_tail: str) -> bool:
+        """The rendered prompt ends inside an opened reasoning block (the template wrote
+        ``open`` after the generation prompt), so the output starts as reasoning."""
+        return prompt_tail.rstrip().endswith(self.open)
+
+
+THINK = Reasoning("<think>", "</think>")
+
+
+@dataclass(frozen=True, slots=True)
+class TagCalls:
+    """Tool calls written as blocks between markers, for the shared state machine.
+
+    ``opens``: the markers that start a block (the earliest in the text wins). ``close``:
+    the marker ``BlockEnd.find`` reports; ``None`` when a block runs to the end of the output
+    (the block is then decoded at ``finish``). ``block_end``: a fresh scanner per block.
+    ``decode``: the calls in a block's text (between the markers, markers excluded): a
+    section may hold several; ``None`` when the block is not well-formed, and the block then
+    becomes content, markers and all.
+    """
+
+    opens: tuple[str, ...]
+    close: str | None
+    block_end: Callable[[], BlockEnd]
+    decode: Callable[[str, Schemas], list[Call] | None]
+
+
+class NeverEnds:
+    """The ``BlockEnd`` of a block that runs to the end of the output."""
+
+    def find(self, body: str) -> int | None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ParserOptions:
+    """What a parser is built with, for one generated choice."""
+
+    reasoning: bool
+    """Split the format's reasoning out into ``reasoning_content``."""
+    tools: list[dict[str, Any]] | None
+    """The request's OpenAI tools (their schemas type raw-text values)."""
+    tool_calls: bool
+    """Read tool calls (False: the format's markup is content)."""
+    starts_in_reasoning: bool
+    """The prompt opened the reasoning block (``Reasoning.opened_by``)."""
+    id_factory: Callable[[], str]
+    """A fresh tool-call id per call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """Everything the proxy knows about one way of writing tool calls.
+
+    Exactly one of ``calls`` (tag-delimited: the shared parser) and ``parser`` (its own
+    ``ChoiceParser`` class) is set.
+    """
+
+    name: ToolFormat
+    template_markers: tuple[str, ...]
+    """Strings that all appear in a chat template that teaches this format (``auto``); the
+    detector prefers the format with the most markers matched, so a format that extends
+    another (``qwen3_coder`` over ``hermes``) lists the other's markers too."""
+    reasoning: Reasoning | None = THINK
+    """The family's reasoning markers; None: the model writes no reasoning text."""
+    calls: TagCalls | None = None
+    parser: Callable[[ParserOptions], ChoiceParser] | None = None
+    special_tokens: bool = False
+    """Its markers are special tokens: the upstream must keep special tokens in its text."""
+    stop: tuple[str, ...] = ()
+    """Stop strings the upstream must be asked for (ones the server does not stop at)."""
+
+    def __post_init__(self) -> None:
+        if (self.calls is None) == (self.parser is None):
+            raise ValueError(f"{self.name}: set exactly one of calls and parser")
