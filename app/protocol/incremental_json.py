@@ -194,36 +194,45 @@ def _rest(data: bytes, start: int, end: int, array: str) -> dict[str, Any] | Non
 
 def array_span(data: bytes, array: str = "messages") -> tuple[int, int] | None:
     """Offsets of the ``[`` and ``]`` of the top-level array ``array`` of a JSON object, or
-    None when there is no such array."""
-    key = orjson.dumps(array)
+    None when there is no such array or the object has the key more than once (in any
+    spelling: orjson reads the last of duplicate keys, and a memo of another would extend
+    an array the reader of the body never saw)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     quotes = _unescaped_quotes(raw)
     brackets = np.flatnonzero(np.isin(raw, np.frombuffer(b"{}[]", np.uint8)))
     outside = np.searchsorted(quotes, brackets) % 2 == 0
     brackets = brackets[outside]
-    if not len(brackets):
+    if not len(brackets) or len(quotes) % 2:
         return None
     opening = np.isin(raw[brackets], np.frombuffer(b"{[", np.uint8))
     depth_after = np.cumsum(np.where(opening, 1, -1))
-    start = 0
-    while (found := data.find(key, start)) >= 0:
-        start = found + 1
-        k = int(np.searchsorted(quotes, found))
-        if k == len(quotes) or quotes[k] != found or k % 2:
-            continue  # not the start of a string token
-        before = int(np.searchsorted(brackets, found))
-        if before == 0 or depth_after[before - 1] != 1:
-            continue  # not a key of the top-level object
-        value = found + len(key)
-        while value < len(data) and data[value] in b" \t\r\n:":
-            value += 1
-        if value >= len(data) or data[value] != ord("[") or before >= len(brackets):
-            return None
-        if brackets[before] != value:
-            return None
-        closes = np.flatnonzero(depth_after[before:] == 1)
-        return (value, int(brackets[before + int(closes[0])])) if len(closes) else None
-    return None
+    starts = quotes[0::2]
+    before = np.searchsorted(brackets, starts)
+    depth = np.where(before > 0, depth_after[np.maximum(before - 1, 0)], 0)
+    keys = [  # (the key's offset, its colon's) of each top-level key spelling ``array``
+        (int(start), colon)
+        for start, end in zip(starts[depth == 1], quotes[1::2][depth == 1], strict=True)
+        if data[(colon := _skip_blank(data, int(end) + 1)) : colon + 1] == b":"
+        and orjson.loads(data[start : end + 1]) == array
+    ]
+    if len(keys) != 1:
+        return None
+    start, colon = keys[0]
+    at = int(np.searchsorted(brackets, start))
+    value = _skip_blank(data, colon + 1)
+    if value >= len(data) or data[value] != ord("[") or at >= len(brackets):
+        return None
+    if brackets[at] != value:
+        return None
+    closes = np.flatnonzero(depth_after[at:] == 1)
+    return (value, int(brackets[at + int(closes[0])])) if len(closes) else None
+
+
+def _skip_blank(data: bytes, index: int) -> int:
+    """The offset of the first byte at or after ``index`` that is not JSON whitespace."""
+    while data[index : index + 1] in (b" ", b"\t", b"\n", b"\r") and index < len(data):
+        index += 1
+    return index
 
 
 def _unescaped_quotes(raw: npt.NDArray[np.uint8]) -> npt.NDArray[np.intp]:

@@ -51,6 +51,8 @@ class _Turns:
     """Chat messages of the ``input`` items seen so far, resumable with more items."""
 
     messages: list[dict[str, Any]]
+    instructions: str | None
+    """The ``instructions`` the system turn opening ``messages`` came from."""
     n_items: int = 0
     last_item: Any = None
     reasoning: str | None = None
@@ -60,7 +62,14 @@ class _Turns:
     kept alive by this) and ~256 per message."""
 
     def resumed(self) -> _Turns:
-        return _Turns(list(self.messages), self.n_items, self.last_item, self.reasoning, self.size)
+        return _Turns(
+            list(self.messages),
+            self.instructions,
+            self.n_items,
+            self.last_item,
+            self.reasoning,
+            self.size,
+        )
 
     def add(self, items: list[Any]) -> None:
         out = self.messages
@@ -123,10 +132,11 @@ class _Turns:
 
 class ChatTranslator:
     """``chat_body`` with a per-session memo: when the body parser reused the previous
-    call's first ``input`` items (the same objects, every other field unchanged), only the
-    new items are translated, and the messages they made are the previous call's objects
-    (so ``parse_chat_request`` need not check them again).  A memo's size: the item texts it
-    keeps alive and ~256 per message."""
+    call's first ``input`` items (the same objects) and ``instructions`` is the previous
+    call's (the one other field the messages come from; every other field is translated on
+    every call), only the new items are translated, and the messages they made are the
+    previous call's objects (so ``parse_chat_request`` need not check them again).  A memo's
+    size: the item texts it keeps alive and ~256 per message."""
 
     def __init__(self, memos: Memos[_Turns]) -> None:
         self._memo = memos
@@ -141,6 +151,8 @@ class ChatTranslator:
             and isinstance(items, list)
             and previous.n_items == reused
             and items[reused - 1] is previous.last_item
+            # the system turn the kept messages open with (exact: JSON strings or None)
+            and previous.instructions == body.get("instructions")
         ):
             turns = previous.resumed()
         chat, done = _chat_body(body, turns)
@@ -179,7 +191,7 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
     elif isinstance(items, list):
         if turns is None:
             opening = [] if instructions is None else [{"role": "system", "content": instructions}]
-            turns = _Turns(opening)
+            turns = _Turns(opening, instructions)
         turns.add(items)
         chat["messages"] = turns.messages
     else:

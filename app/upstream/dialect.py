@@ -91,6 +91,22 @@ class UpstreamCall:
     room: int | None = None
     """Tokens the model's context has left after the prompt (None: unknown); asked for when
     the client set no limit, since every server's own default is far smaller."""
+    special_tokens: tuple[str, ...] = ()
+    """Special tokens the answer's text must show: the tool format's markers, where they are
+    special tokens (servers leave those out of the text they return unless asked)."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Tokens the answer ends at besides the model's own end of turn (harmony's ``<|call|>``)."""
+
+    def format_fields(self, *, detokenized: bool = True) -> dict[str, Any]:
+        """vLLM's and SGLang's sampling fields (the same names in both) for the tool format:
+        ``special_tokens`` kept in the text, none spaced out, where the server ``detokenized``
+        the answer; the stop at ``stop_token_ids``."""
+        fields: dict[str, Any] = {}
+        if self.special_tokens and detokenized:
+            fields |= {"skip_special_tokens": False, "spaces_between_special_tokens": False}
+        if self.stop_token_ids:
+            fields["stop_token_ids"] = list(self.stop_token_ids)
+        return fields
 
     def sampling_fields(self, **names: str) -> dict[str, Any]:
         """The sampling fields under an upstream's names (``max_tokens="n_predict"``), the

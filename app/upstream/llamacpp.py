@@ -26,9 +26,14 @@ class OpenAICompletions(Dialect):
     def request(self, call: UpstreamCall) -> tuple[str, Body]:
         fields: dict[str, Any] = {"model": call.model, "stream": call.stream}
         fields |= call.sampling_fields()
+        fields |= self.format_fields(call)
         if call.stream:
             fields["stream_options"] = {"include_usage": True}
         return "/v1/completions", with_ids(fields, call.prompt, "prompt")
+
+    def format_fields(self, call: UpstreamCall) -> dict[str, Any]:
+        """What the server is asked for so that the tool format can be read (vLLM's names)."""
+        return call.format_fields()
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
         choices = payload.get("choices") or [{}]
@@ -49,6 +54,9 @@ class LlamaCppCompletions(OpenAICompletions):
 
     def request(self, call: UpstreamCall) -> tuple[str, Body]:
         return _native_request(call) if call.sampling.stop else super().request(call)
+
+    def format_fields(self, call: UpstreamCall) -> dict[str, Any]:
+        return _preserved(call)
 
     def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
         if "choices" not in payload:
@@ -83,7 +91,15 @@ class LlamaCppNative(LlamaCppCompletions):
 def _native_request(call: UpstreamCall) -> tuple[str, Body]:
     fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
     fields |= call.sampling_fields(max_tokens="n_predict")
+    fields |= _preserved(call)
     return "/completion", with_ids(fields, call.prompt, "prompt")
+
+
+def _preserved(call: UpstreamCall) -> dict[str, Any]:
+    """llama.cpp writes a special token into the text only when the request lists it in
+    ``preserved_tokens``.  It has no stop-token field: it stops at the tokens the GGUF marks
+    as ending a generation (for gpt-oss, ``<|call|>`` and ``<|return|>`` too)."""
+    return {"preserved_tokens": list(call.special_tokens)} if call.special_tokens else {}
 
 
 def _native_event(payload: dict[str, Any], prompt_tokens: int) -> Generated:

@@ -31,7 +31,7 @@ class SglangGenerate(Dialect):
     name = "sglang"
 
     def request(self, call: UpstreamCall) -> tuple[str, Body]:
-        sampling = {"max_new_tokens": None} | call.sampling.named(**_NAMES)
+        sampling = {"max_new_tokens": None} | call.sampling.named(**_NAMES) | call.format_fields()
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
         key = "text" if call.prompt.as_text else "input_ids"
         return "/generate", with_ids(fields, call.prompt, key)

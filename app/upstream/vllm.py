@@ -75,7 +75,7 @@ class VllmGenerate(VllmCompletions):
         fields: dict[str, Any] = {
             "model": call.model,
             "stream": call.stream,
-            "sampling_params": call.sampling_fields(),
+            "sampling_params": call.sampling_fields() | call.format_fields(detokenized=False),
         }
         if call.stream:  # usage comes in a last chunk with ``choices: []``
             fields["stream_options"] = {"include_usage": True}
