@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     """Seconds to wait for each upstream chunk (so also for the first token)."""
     max_connections: int = Field(default=256, ge=1)
     """Connections to the upstream, at most."""
+    upstream_max_body_bytes: int = Field(default=64 << 20, ge=1024)
+    """Largest non-streamed upstream answer read, in bytes (then 502)."""
+    upstream_max_line_bytes: int = Field(default=16 << 20, ge=1024)
+    """Longest line of an upstream stream read, in bytes (then 502, or an error event)."""
     store_bytes: int = Field(default=1 << 30, ge=0)
     """Memory for session state in bytes (text, ids, offsets, cached id JSON, memos)."""
     tool_format: ToolFormat | Literal["auto"] | None = "auto"

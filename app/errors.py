@@ -16,7 +16,9 @@
     │   └── PayloadTooLargeError    body over the configured limit
     └── UpstreamError           the upstream server failed us
         ├── UpstreamUnavailableError  connection refused / reset, malformed reply
-        │   └── UpstreamUnreachableError  no connection (refused, reset, DNS)
+        │   ├── UpstreamUnreachableError  no connection (refused, reset, DNS)
+        │   ├── UpstreamMalformedError    an answer not of the shape its API documents
+        │   └── UpstreamTooLargeError     an answer (or one stream line) over the read limits
         ├── UpstreamTimeoutError      no answer in time
         ├── UpstreamTruncatedError    the answer ended without a finish reason
         ├── UpstreamStatusError       the upstream answered with an error status
@@ -145,6 +147,17 @@ class UpstreamUnavailableError(UpstreamError):
 
 class UpstreamUnreachableError(UpstreamUnavailableError):
     """No connection to the upstream at all (as opposed to a reply we cannot use)."""
+
+
+class UpstreamMalformedError(UpstreamUnavailableError):
+    """An answer (or stream event) whose JSON is not of the shape the upstream's API
+    documents: a list for an object, a number for a text, an unknown finish reason."""
+
+
+class UpstreamTooLargeError(UpstreamUnavailableError):
+    """A non-streamed answer, or one line of a stream, over its read limit
+    (``--upstream-max-body-bytes``, ``--upstream-max-line-bytes``): reading on would let the
+    upstream grow the proxy's memory without bound."""
 
 
 class UpstreamNotReadyError(UpstreamError):

@@ -43,6 +43,7 @@ from app.telemetry.observer import Exchange
 from app.telemetry.oracle_source import RenderSource
 from app.telemetry.timings import Timings
 from app.tokenization import Encoding
+from app.upstream.answers import chat_answer
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
 from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall
 from app.upstream.learned import Learned
@@ -282,8 +283,9 @@ class ChatService:
         headers = _trace_headers(prepared.timings)
         payload = await self.client.post_json(path, body, trace, headers)
         if self.dialect.chat_native:
-            _finished(_chat_finish_reason(payload))
-            return dict(payload, model=prepared.request.model)
+            completion = chat_answer(payload, chunk=False)
+            _finished(_chat_finish_reason(completion))
+            return dict(completion, model=prepared.request.model)
         generated = self.dialect.response(payload, prepared.encoding.ids.size)
         text = self._decode_all(generated, prepared.call.sampling.stop)
         assembler = self._assembler(prepared)
@@ -317,9 +319,10 @@ class ChatService:
         n_ids = prepared.call.prompt.n_ids
         if self.dialect.chat_native:
             reason = None
-            async for payload in sse_events(response):
-                reason = _chat_finish_reason(payload) or reason
-                yield dict(payload, model=prepared.request.model)
+            async for payload in sse_events(response, self.client.max_line_bytes):
+                chunk = chat_answer(payload, chunk=True)
+                reason = _chat_finish_reason(chunk) or reason
+                yield dict(chunk, model=prepared.request.model)
             _finished(reason)
             return
         assembler = self._assembler(prepared)
@@ -330,7 +333,7 @@ class ChatService:
         finish_reason: str | None = None
         stop_sequence: str | None = None
         usage: Usage | None = None
-        async for payload in sse_events(response):
+        async for payload in sse_events(response, self.client.max_line_bytes):
             piece = self.dialect.event(payload, n_ids)
             text = self._decode(piece, decoder)
             if piece.cumulative:

@@ -13,8 +13,10 @@ import orjson
 from app.config import Settings
 from app.errors import (
     UpstreamError,
+    UpstreamMalformedError,
     UpstreamStatusError,
     UpstreamTimeoutError,
+    UpstreamTooLargeError,
     UpstreamUnavailableError,
     UpstreamUnreachableError,
 )
@@ -28,11 +30,20 @@ _CLOSED_BEFORE_REPLY = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteE
 """How a request on a connection the upstream had already closed fails (no response byte)."""
 
 
+_ERROR_BODY_BYTES = 64 << 10
+"""What is read of an error status's body: enough for its message."""
+
+
 class UpstreamClient:
-    """One pooled ``httpx.AsyncClient`` with explicit timeouts and limits."""
+    """One pooled ``httpx.AsyncClient`` with explicit timeouts and limits.  What is read from
+    the upstream is bounded: a whole answer by ``upstream_max_body_bytes``, a stream's line by
+    ``upstream_max_line_bytes`` (``sse_events``); answers are asked for uncompressed, so the
+    bytes counted are the bytes held."""
 
     def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None):
-        headers = {"content-type": "application/json"}
+        self.max_body_bytes = settings.upstream_max_body_bytes
+        self.max_line_bytes = settings.upstream_max_line_bytes
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
         if settings.upstream_api_key:
             headers["authorization"] = f"Bearer {settings.upstream_api_key}"
         limits = httpx.Limits(
@@ -79,7 +90,8 @@ class UpstreamClient:
                 response = await self._http.send(request, stream=True)
             try:
                 if response.status_code >= 400:
-                    raise _status_error(response.status_code, await response.aread())
+                    error = await bounded_read(response, _ERROR_BODY_BYTES, cut=True)
+                    raise _status_error(response.status_code, error)
                 yield response
             finally:
                 await response.aclose()
@@ -98,13 +110,20 @@ class UpstreamClient:
         headers: Mapping[str, str] | None = None,
     ) -> Any:
         async with self.stream(path, body, trace, headers) as response:
-            return _json(await response.aread())
+            return _json(await bounded_read(response, self.max_body_bytes))
 
     async def get(self, path: str) -> httpx.Response:
-        """A probe (health, context): its connection is closed after the answer rather than
-        pooled, where it would only go stale before the next generation request."""
+        """A probe (health, context), its body read within the limit; its connection is
+        closed after the answer rather than pooled, where it would only go stale before the
+        next generation request."""
+        request = self._http.build_request("GET", path, headers={"connection": "close"})
         try:
-            return await self._http.get(path, headers={"connection": "close"})
+            response = await self._http.send(request, stream=True)
+            try:
+                content = await bounded_read(response, self.max_body_bytes)
+            finally:
+                await response.aclose()
+            return httpx.Response(response.status_code, content=content, request=request)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("upstream timed out") from exc
         except httpx.TransportError as exc:
@@ -118,21 +137,43 @@ class UpstreamClient:
         return _json(response.content)
 
 
-async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+async def bounded_read(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
+    """The response's body, at most ``limit`` bytes: past it ``UpstreamTooLargeError``, or
+    with ``cut`` the first ``limit`` bytes (an error message's start is enough)."""
+    declared = response.headers.get("content-length", "")
+    if not cut and declared.isdigit() and int(declared) > limit:
+        raise UpstreamTooLargeError(
+            f"upstream answer of {declared} bytes is over the {limit}-byte limit"
+        )
+    parts: list[bytes] = []
+    size = 0
+    async for part in response.aiter_bytes():
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            if cut:
+                return b"".join(parts)[:limit]
+            raise UpstreamTooLargeError(f"upstream answer is over the {limit}-byte limit")
+    return b"".join(parts)
+
+
+async def sse_events(response: httpx.Response, max_line: int) -> AsyncIterator[Any]:
     """JSON payloads of an upstream SSE stream's ``data:`` lines, until ``[DONE]``; the rest
-    of the body is then read, so that the connection goes back to the pool (httpx closes a
-    connection whose response was left unread, and the next call would connect anew)."""
-    lines = response.aiter_lines()
+    of the body is then read (up to ``max_line`` bytes), so that the connection goes back to
+    the pool (httpx closes a connection whose response was left unread, and the next call
+    would connect anew).  A line over ``max_line`` bytes raises ``UpstreamTooLargeError``
+    before more of it is held."""
+    parts = response.aiter_bytes()
     try:
-        async for line in lines:
-            if not line.startswith("data:"):
+        async for line in sse_lines(parts, max_line):
+            if not line.startswith(b"data:"):
                 continue
             data = line[5:].strip()
-            if data == "[DONE]":
-                await _drain(lines)
+            if data == b"[DONE]":
+                await _drain(parts, max_line)
                 return
             if data:
-                payload = _json(data.encode())
+                payload = _json(data)
                 if isinstance(payload, dict) and "error" in payload:
                     raise UpstreamUnavailableError(f"upstream stream error: {payload['error']}")
                 yield payload
@@ -142,19 +183,50 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
         raise UpstreamUnavailableError(f"upstream failed mid-stream: {exc!r}") from exc
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
-    """Reads what follows ``[DONE]`` (normally nothing); the answer is complete, so a failure
-    here only costs the connection."""
+async def sse_lines(parts: AsyncIterator[bytes], max_line: int) -> AsyncIterator[bytes]:
+    """The lines of a byte stream (ended by ``\n``, ``\r\n`` or ``\r``, as SSE's are),
+    without their ends; each part is searched once, so a long line costs its length."""
+    pending = bytearray()
+    async for part in parts:
+        if b"\n" not in part and b"\r" not in part:
+            pending += part
+            _check_line(len(pending), max_line)
+            continue
+        pending += part
+        lines = bytes(pending).splitlines(keepends=True)
+        pending.clear()
+        last = lines[-1]
+        if not last.endswith(b"\n"):  # unfinished, or a "\r" that a "\n" may complete
+            pending += lines.pop()
+        for line in lines:
+            _check_line(len(line), max_line + 2)
+            yield line.rstrip(b"\r\n")
+        _check_line(len(pending), max_line)
+    if pending:
+        yield bytes(pending).rstrip(b"\r\n")
+
+
+def _check_line(size: int, limit: int) -> None:
+    if size > limit:
+        raise UpstreamTooLargeError(f"a line of the upstream's stream is over {limit} bytes")
+
+
+async def _drain(parts: AsyncIterator[bytes], limit: int) -> None:
+    """Reads what follows ``[DONE]`` (normally nothing, at most ``limit`` bytes); the answer
+    is complete, so a failure here only costs the connection."""
     with contextlib.suppress(httpx.HTTPError):
-        async for _ in lines:
-            pass
+        size = 0
+        async for part in parts:
+            size += len(part)
+            if size > limit:
+                return
 
 
 def _json(data: bytes) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise UpstreamUnavailableError(f"upstream sent invalid JSON: {exc}") from exc
+        raise UpstreamMalformedError(f"upstream sent invalid JSON: {exc}") from exc
 
 
 def _status_error(status: int, body: bytes) -> UpstreamError:

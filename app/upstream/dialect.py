@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from app.generation import Sampling, Usage
+from app.upstream.answers import Answer, usage
 
 _IDS_PLACEHOLDER = "\x00toksplice-ids\x00"
 _IDS_PLACEHOLDER_JSON = orjson.dumps(_IDS_PLACEHOLDER)
@@ -129,10 +130,11 @@ class Dialect(ABC):
         """(path, JSON body) of the generation request."""
 
     @abstractmethod
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        """One streamed event's output."""
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
+        """One streamed event's output (``payload``: its JSON, whatever it is; read through
+        ``Answer``, so a malformed one raises ``UpstreamMalformedError``)."""
 
-    def response(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+    def response(self, payload: Any, prompt_tokens: int) -> Generated:
         """The output of a whole (non-streamed) response."""
         return self.event(payload, prompt_tokens)
 
@@ -179,16 +181,10 @@ def _first(fields: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[st
     return {head: inner, **{k: v for k, v in fields.items() if k != head}}
 
 
-def usage_of(payload: dict[str, Any], prompt_tokens: int) -> Usage | None:
+def usage_of(answer: Answer, prompt_tokens: int) -> Usage | None:
     """OpenAI-style ``usage`` (with llama.cpp/vLLM ``prompt_tokens_details``), if present.
     ``prompt_tokens`` is always the number of ids we sent."""
-    usage = payload.get("usage")
-    if not isinstance(usage, dict):
+    if not answer.has("usage"):
         return None
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        prompt_tokens,
-        int(usage.get("completion_tokens") or 0),
-        int(cached) if cached is not None else None,
-    )
+    completion, cached = usage(answer)
+    return Usage(prompt_tokens, completion or 0, cached)

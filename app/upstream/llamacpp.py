@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from app.generation import Usage, stop_string
+from app.upstream.answers import Answer
 from app.upstream.dialect import (
     Body,
     Dialect,
@@ -35,14 +36,14 @@ class OpenAICompletions(Dialect):
         """What the server is asked for so that the tool format can be read (vLLM's names)."""
         return call.format_fields()
 
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        choices = payload.get("choices") or [{}]
-        choice = choices[0]
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
+        answer = Answer(payload, "completion")
+        choice = answer.first("choices")
         return Generated(
-            text=choice.get("text") or "",
-            finish_reason=choice.get("finish_reason"),
-            usage=usage_of(payload, prompt_tokens),
-            stop_sequence=stop_string(choice.get("stop_reason")),
+            text=choice.text("text"),
+            finish_reason=choice.finish_reason(),
+            usage=usage_of(answer, prompt_tokens),
+            stop_sequence=stop_string(choice.raw("stop_reason")),
         )
 
 
@@ -58,8 +59,8 @@ class LlamaCppCompletions(OpenAICompletions):
     def format_fields(self, call: UpstreamCall) -> dict[str, Any]:
         return _preserved(call)
 
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        if "choices" not in payload:
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
+        if isinstance(payload, dict) and "choices" not in payload:
             return _native_event(payload, prompt_tokens)
         return super().event(payload, prompt_tokens)
 
@@ -84,7 +85,7 @@ class LlamaCppNative(LlamaCppCompletions):
     def request(self, call: UpstreamCall) -> tuple[str, Body]:
         return _native_request(call)
 
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
         return _native_event(payload, prompt_tokens)
 
 
@@ -102,16 +103,17 @@ def _preserved(call: UpstreamCall) -> dict[str, Any]:
     return {"preserved_tokens": list(call.special_tokens)} if call.special_tokens else {}
 
 
-def _native_event(payload: dict[str, Any], prompt_tokens: int) -> Generated:
-    text = payload.get("content") or ""
-    if not payload.get("stop"):
+def _native_event(payload: Any, prompt_tokens: int) -> Generated:
+    answer = Answer(payload, "completion")
+    text = answer.text("content")
+    if not answer.flag("stop"):
         return Generated(text=text)
-    timings = payload.get("timings") or {}
-    usage = Usage(prompt_tokens, int(payload.get("tokens_predicted") or 0), timings.get("cache_n"))
-    kind = payload.get("stop_type")
+    cached = answer.object("timings").count("cache_n")
+    usage = Usage(prompt_tokens, answer.count("tokens_predicted") or 0, cached)
+    kind = answer.optional_text("stop_type")
     return Generated(
         text=text,
         finish_reason="length" if kind == "limit" else "stop",
         usage=usage,
-        stop_sequence=stop_string(payload.get("stopping_word")) if kind == "word" else None,
+        stop_sequence=stop_string(answer.raw("stopping_word")) if kind == "word" else None,
     )

@@ -8,6 +8,7 @@ import orjson
 
 from app.errors import UpstreamError
 from app.generation import Usage, stop_string
+from app.upstream.answers import Answer
 from app.upstream.dialect import (
     Body,
     Dialect,
@@ -36,26 +37,25 @@ class SglangGenerate(Dialect):
         key = "text" if call.prompt.as_text else "input_ids"
         return "/generate", with_ids(fields, call.prompt, key)
 
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        meta = payload.get("meta_info") or {}
-        finish = meta.get("finish_reason")
-        reason = matched = None
-        if isinstance(finish, dict):
-            if finish.get("type") == "abort":  # SGLang's way of failing a request
-                raise UpstreamError(f"upstream aborted the request: {finish.get('message')}")
-            reason = "length" if finish.get("type") == "length" else "stop"
-            matched = stop_string(finish.get("matched"))
-        usage = None
-        if reason is not None:
-            usage = Usage(
-                prompt_tokens, int(meta.get("completion_tokens") or 0), meta.get("cached_tokens")
-            )
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
+        answer = Answer(payload, "answer")
+        meta = answer.object("meta_info")
+        reason = matched = usage = None
+        if meta.has("finish_reason"):
+            finish = meta.object("finish_reason")
+            kind = finish.optional_text("type")
+            if kind == "abort":  # SGLang's way of failing a request
+                raise UpstreamError(f"upstream aborted the request: {finish.raw('message')}")
+            reason = "length" if kind == "length" else "stop"
+            matched = stop_string(finish.raw("matched"))
+            completion, cached = meta.count("completion_tokens"), meta.count("cached_tokens")
+            usage = Usage(prompt_tokens, completion or 0, cached)
         return Generated(
-            text=payload.get("text") or "",
+            text=answer.text("text"),
             finish_reason=reason,
             usage=usage,
             stop_sequence=matched,
-            cumulative=_cumulative(payload, meta),
+            cumulative=_cumulative(answer, meta),
         )
 
     def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:
@@ -73,9 +73,9 @@ class SglangGenerate(Dialect):
         return positive_int(named[0].get("max_model_len")) if named else None
 
 
-def _cumulative(payload: dict[str, Any], meta: dict[str, Any]) -> bool:
+def _cumulative(answer: Answer, meta: Answer) -> bool:
     """Whether the event's text is all output so far: its ``output_ids`` are then all ids so
     far (``completion_tokens`` of them); under ``--incremental-streaming-output`` they are the
     new ones only.  The two readings agree on an event holding every id so far."""
-    ids, count = payload.get("output_ids"), meta.get("completion_tokens")
-    return not (isinstance(ids, list) and isinstance(count, int) and len(ids) < count)
+    ids, count = answer.raw("output_ids"), meta.count("completion_tokens")
+    return not (isinstance(ids, list) and count is not None and len(ids) < count)

@@ -8,6 +8,7 @@ import orjson
 
 from app.errors import UpstreamError
 from app.generation import stop_string
+from app.upstream.answers import Answer
 from app.upstream.dialect import (
     Body,
     Generated,
@@ -54,8 +55,8 @@ class VllmChat(VllmCompletions):
             fields, call.prompt, "kv_transfer_params", "prompt_token_ids"
         )
 
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        raise NotImplementedError("vLLM chat replies are passed through, not parsed")
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
+        raise NotImplementedError("vLLM chat replies are passed through (``chat_answer``)")
 
 
 class VllmGenerate(VllmCompletions):
@@ -81,12 +82,12 @@ class VllmGenerate(VllmCompletions):
             fields["stream_options"] = {"include_usage": True}
         return "/inference/v1/generate", with_ids(fields, call.prompt, "token_ids")
 
-    def event(self, payload: dict[str, Any], prompt_tokens: int) -> Generated:
-        choice = (payload.get("choices") or [{}])[0]
-        ids = tuple(int(t) for t in choice.get("token_ids") or ())
+    def event(self, payload: Any, prompt_tokens: int) -> Generated:
+        answer = Answer(payload, "completion")
+        choice = answer.first("choices")
         return Generated(
-            token_ids=ids,
-            finish_reason=choice.get("finish_reason"),
-            usage=usage_of(payload, prompt_tokens),
-            stop_sequence=stop_string(choice.get("stop_reason")),
+            token_ids=choice.ids("token_ids"),
+            finish_reason=choice.finish_reason(),
+            usage=usage_of(answer, prompt_tokens),
+            stop_sequence=stop_string(choice.raw("stop_reason")),
         )
