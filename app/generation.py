@@ -29,6 +29,18 @@ exists; ``harmony`` is gpt-oss's, vLLM's ``openai``): ``hermes``, JSON in ``<too
 
 
 @dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """A constraint on the output's text, in the client's terms: ``json`` (``value``: a JSON
+    schema, or None for any JSON object), ``regex`` (a pattern), ``choice`` (a list of
+    strings) or ``grammar`` (the grammar text, in the upstream's own grammar language).
+    ``param`` is the client's field that asked for it, named when a dialect cannot carry it."""
+
+    kind: Literal["json", "regex", "choice", "grammar"]
+    value: Any
+    param: str
+
+
+@dataclass(frozen=True, slots=True)
 class Sampling:
     """Sampling parameters in OpenAI terms; None means "the upstream's default"."""
 
@@ -42,6 +54,11 @@ class Sampling:
     logit_bias: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Upstream-specific fields passed through as given (``top_k``, ``min_p``, ...)."""
+    output_format: OutputFormat | None = None
+    logprobs: int | None = None
+    """Log probabilities asked for: None, none; ``k``, each output token's with its ``k``
+    likeliest alternatives.  Like ``output_format``, each dialect sends it under its
+    server's own fields (never in ``openai_fields``)."""
 
     def openai_fields(self) -> dict[str, Any]:
         values: dict[str, Any] = {

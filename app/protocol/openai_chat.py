@@ -15,10 +15,11 @@ from typing import Any
 
 from app.errors import BadRequestError
 from app.generation import Sampling
+from app.protocol.chat_fields import PASSED_THROUGH, checked_fields
+from app.protocol.output_options import logprobs_asked, output_format
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _SAMPLING_FLOATS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
-_PASSED_THROUGH = ("top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,10 @@ class ChatRequest:
     add_generation_prompt: bool
     body: dict[str, Any]
     """The request as sent, for upstreams that take the chat request itself."""
+    continue_final_message: bool = False
+    """The last (assistant) message is left open for the model to continue (vLLM's field)."""
+    ignored_fields: tuple[str, ...] = ()
+    """Harmless fields the client set that nothing reads (``chat_fields``): counted."""
 
 
 def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
@@ -41,6 +46,7 @@ def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
     ``incremental_json``)."""
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
+    ignored = checked_fields(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequestError("'model' is required and must be a string", param="model")
@@ -56,7 +62,15 @@ def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
         raise BadRequestError("only n=1 is supported", param="n")
     stream = _typed(body, "stream", bool, False)
     options = _typed(body, "stream_options", dict, {})
-    kwargs = _typed(body, "chat_template_kwargs", dict, {})
+    kwargs = _reasoning_effort(body, _typed(body, "chat_template_kwargs", dict, {}))
+    generation_prompt = _typed(body, "add_generation_prompt", bool, True)
+    continued = _typed(body, "continue_final_message", bool, False)
+    if continued and generation_prompt:
+        raise BadRequestError(
+            "'continue_final_message' needs 'add_generation_prompt': false (the last message "
+            "is continued, no new turn is opened)",
+            param="continue_final_message",
+        )
     return ChatRequest(
         model=model,
         messages=messages,
@@ -65,9 +79,23 @@ def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
         include_usage=bool(options.get("include_usage")),
         sampling=_sampling(body),
         template_kwargs=kwargs,
-        add_generation_prompt=_typed(body, "add_generation_prompt", bool, True),
+        add_generation_prompt=generation_prompt,
         body=body,
+        continue_final_message=continued,
+        ignored_fields=ignored,
     )
+
+
+def _reasoning_effort(body: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The template kwargs with ``reasoning_effort`` bound as vLLM binds it: the effort
+    itself, and ``enable_thinking`` (on unless "none") where the client's kwargs do not set
+    it."""
+    effort = body.get("reasoning_effort")
+    if effort is None:
+        return kwargs
+    if not isinstance(effort, str):
+        raise BadRequestError("'reasoning_effort' must be a string", param="reasoning_effort")
+    return {"enable_thinking": effort != "none", **kwargs, "reasoning_effort": effort}
 
 
 def _check_message(index: int, message: Any) -> None:
@@ -115,7 +143,9 @@ def _check_tools(tools: Any) -> None:
 
 def _sampling(body: dict[str, Any]) -> Sampling:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
         raise BadRequestError("'max_tokens' must be a positive integer", param="max_tokens")
     floats = {}
     for name in _SAMPLING_FLOATS:
@@ -128,14 +158,16 @@ def _sampling(body: dict[str, Any]) -> Sampling:
     if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
         raise BadRequestError("'stop' must be a string or an array of strings", param="stop")
     seed = body.get("seed")
-    if seed is not None and not isinstance(seed, int):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise BadRequestError("'seed' must be an integer", param="seed")
     return Sampling(
         max_tokens=max_tokens,
         stop=stops,
         seed=seed,
         logit_bias=_typed(body, "logit_bias", dict, None),
-        extra={k: body[k] for k in _PASSED_THROUGH if k in body},
+        extra={k: body[k] for k in PASSED_THROUGH if body.get(k) is not None},
+        output_format=output_format(body),
+        logprobs=logprobs_asked(body),
         **floats,
     )
 

@@ -29,11 +29,13 @@ from app.errors import (
 from app.generation import ToolFormat, Usage
 from app.memos import Memos
 from app.pieced_text import PiecedText, joined
+from app.protocol.chat_fields import forwarded
 from app.protocol.chat_stream import ChatAssembler
 from app.protocol.incremental_json import BodyParser
 from app.protocol.openai_chat import ChatRequest
 from app.protocol.output import Reasoning, reasoning_markers
 from app.rendering import ChatTemplate, RenderCache
+from app.rendering.continuation import continued
 from app.service.callers import Caller, session_key
 from app.sessions import SessionTokenizer
 from app.sessions.ids_json import IdsJsonCache
@@ -158,6 +160,8 @@ class ChatService:
                 f"model: {request.model} does not exist; this proxy serves {self.card.name!r}",
                 param="model",
             )
+        for name in request.ignored_fields:
+            self.telemetry.metrics.fields_dropped.labels(name).inc()
         if not counting:  # no ids upstream before the alignment check answered
             await self.readiness.ensure()
         if continuation:
@@ -201,6 +205,8 @@ class ChatService:
         except TemplateError as exc:
             refused = self._system_turn_refused(request, messages, tools, kwargs, exc)
             raise refused or exc from exc
+        if request.continue_final_message:
+            rendered = continued(rendered, messages[-1])
         render_done = time.perf_counter()
         text: str | PiecedText = rendered
         if masked is None:
@@ -241,7 +247,7 @@ class ChatService:
             prompt=prompt,
             sampling=request.sampling,
             stream=request.stream,
-            chat_body=request.body,
+            chat_body=forwarded(request.body),
             room=None if card.context_tokens is None else card.context_tokens - len(encoding.ids),
         )
         dropped = self._tools_dropped(request, key)

@@ -73,6 +73,11 @@ class Metrics:
             "toksplice_tools_dropped", "Requests with tools the chat template does not render",
             registry=r,
         )
+        self.fields_dropped = Counter(
+            "toksplice_client_fields_dropped",
+            "Requests setting a harmless field that nothing reads (user, metadata, ...), by field",
+            ["field"], registry=r,
+        )
         self.trace_drops = Counter(
             "toksplice_trace_drops", "Finished requests not traced: the telemetry queue was full",
             registry=r,

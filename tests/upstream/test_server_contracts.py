@@ -33,7 +33,7 @@ from tokenizers import Tokenizer
 from app.config import Settings
 from app.generation import Sampling
 from app.main import create_app
-from app.protocol.openai_chat import _PASSED_THROUGH
+from app.protocol.chat_fields import PASSED_THROUGH
 from app.upstream import Prompt, UpstreamCall, dialect_named
 from tests.api.servers import serving
 from tests.upstream import server_answers as answers
@@ -68,7 +68,7 @@ def bodies(dialect: str) -> Iterator[tuple[UpstreamCall, dict[str, Any]]]:
 
 
 def test_every_pass_through_field_is_covered() -> None:
-    assert set(EXTRAS) == set(_PASSED_THROUGH)
+    assert set(EXTRAS) == set(PASSED_THROUGH)
 
 
 # --- vLLM ------------------------------------------------------------------------------
