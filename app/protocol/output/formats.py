@@ -10,7 +10,15 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from app.generation import ToolFormat
-from app.protocol.output import hermes, qwen3_coder
+from app.protocol.output import (
+    deepseek_v31,
+    hermes,
+    kimi_k2,
+    llama3_json,
+    mistral,
+    pythonic,
+    qwen3_coder,
+)
 from app.protocol.output.interface import THINK, ChoiceParser, Format, ParserOptions, Reasoning
 from app.protocol.output.parser import OutputParser, new_tool_call_id
 
@@ -19,6 +27,11 @@ FORMATS: dict[ToolFormat, Format] = {
     for fmt in (
         hermes.FORMAT,
         qwen3_coder.FORMAT,
+        kimi_k2.FORMAT,
+        deepseek_v31.FORMAT,
+        mistral.FORMAT,
+        llama3_json.FORMAT,
+        pythonic.FORMAT,
     )
 }
 """The formats the proxy parses, by ``--tool-format`` name."""
@@ -34,19 +47,20 @@ def output_parser(
     tools: list[dict[str, Any]] | None,
     tool_calls: bool = True,
     starts_in_reasoning: bool = False,
-    id_factory: Callable[[], str] = new_tool_call_id,
+    id_factory: Callable[[], str] | None = None,
 ) -> ChoiceParser:
     """The parser of one generated choice: ``tool_format``'s, reading tool calls when
     ``tool_calls`` (the service: when the request sent tools); ``tool_format`` None reads
-    ``<think>`` reasoning only."""
+    ``<think>`` reasoning only. Tool-call ids come from ``id_factory``, else the format's
+    ``call_id``, else ``new_tool_call_id``."""
+    fmt = None if tool_format is None else FORMATS[tool_format]
     options = ParserOptions(
         reasoning=reasoning,
         tools=tools,
         tool_calls=tool_calls,
         starts_in_reasoning=starts_in_reasoning,
-        id_factory=id_factory,
+        id_factory=id_factory or (fmt and fmt.call_id) or new_tool_call_id,
     )
-    fmt = None if tool_format is None else FORMATS[tool_format]
     if fmt is None:
         return OutputParser(options, calls=None)
     if fmt.parser is not None:

@@ -71,8 +71,9 @@ class TagCalls:
     """Tool calls written as blocks between markers, for the shared state machine.
 
     ``opens``: the markers that start a block (the earliest in the text wins). ``close``:
-    the marker ``BlockEnd.find`` reports; ``None`` when a block runs to the end of the output
-    (the block is then decoded at ``finish``). ``block_end``: a fresh scanner per block.
+    the marker ``BlockEnd.find`` reports; ``None`` when the format has none, and the block
+    ends where ``find`` says (after a JSON value, say) or, when it never says (``NeverEnds``),
+    at the end of the output. ``block_end``: a fresh scanner per block.
     ``decode``: the calls in a block's text (between the markers, markers excluded): a
     section may hold several; ``None`` when the block is not well-formed, and the block then
     becomes content, markers and all.
@@ -132,3 +133,6 @@ class Format:
     def __post_init__(self) -> None:
         if (self.calls is None) == (self.parser is None):
             raise ValueError(f"{self.name}: set exactly one of calls and parser")
+    call_id: Callable[[], str] | None = None
+    """A fresh id per tool call where the family's chat templates insist on a shape (Mistral:
+    nine letters and digits); None: ``call_`` and hex digits."""
