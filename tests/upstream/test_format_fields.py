@@ -1,0 +1,178 @@
+"""Each dialect asks its server for what the tool format needs: special tokens kept in the
+answer's text (the format's markers are special tokens), and a stop at the format's stop
+tokens.  Checked against the servers' released request schemas (vLLM's models read from its
+source, SGLang's own decoder) and, for llama.cpp, against the real server over HTTP."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from tokenizers import Tokenizer
+
+from app.generation import Sampling
+from app.tools.local_upstream import LocalLlamaServer
+from app.upstream import Prompt, UpstreamCall, dialect_named
+from tests.upstream.server_schemas import FIXTURE
+from tests.upstream.server_schemas import errors as schema_errors
+
+SCHEMA = json.loads(FIXTURE.read_text())
+
+HARMONY = (
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|channel|>",
+    "<|constrain|>",
+    "<|return|>",
+    "<|call|>",
+)
+STOPS = (200012, 200002)  # <|call|>, <|return|> in o200k_harmony
+SKIPPING = {"skip_special_tokens", "spaces_between_special_tokens"}
+
+
+def calls(**format_needs: Any) -> Iterator[UpstreamCall]:
+    for stream in (False, True):
+        for stop in ([], ["\n\n"]):  # llama.cpp's calls with a stop string go to /completion
+            yield UpstreamCall(
+                model="m",
+                prompt=Prompt(b"1,2,3", 3, "abc"),
+                sampling=Sampling(max_tokens=9, stop=stop),
+                stream=stream,
+                **format_needs,
+            )
+
+
+def body(dialect: str, call: UpstreamCall) -> dict[str, Any]:
+    parsed: dict[str, Any] = orjson.loads(bytes(dialect_named(dialect).request(call)[1]))
+    return parsed
+
+
+def test_vllm_completions_keeps_special_tokens_unspaced_and_stops_at_the_format_s() -> None:
+    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+        sent = body("vllm-completions", call)
+        assert schema_errors(SCHEMA, "CompletionRequest", sent) == [], sent
+        assert sent["skip_special_tokens"] is False
+        assert sent["spaces_between_special_tokens"] is False
+        assert sent["stop_token_ids"] == list(STOPS)
+    for call in calls():
+        assert not (SKIPPING | {"stop_token_ids"}) & set(body("vllm-completions", call))
+
+
+def test_vllm_generate_stops_at_the_format_s_tokens_and_leaves_detokenizing_to_us() -> None:
+    """Its answer is ids (the proxy detokenizes, keeping special tokens itself): only the
+    stop tokens are asked for."""
+    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+        sent = body("vllm-generate", call)
+        assert schema_errors(SCHEMA, "GenerateRequest", sent) == [], sent
+        assert sent["sampling_params"]["stop_token_ids"] == list(STOPS)
+        assert not SKIPPING & set(sent["sampling_params"])
+    for call in calls():
+        assert "stop_token_ids" not in body("vllm-generate", call)["sampling_params"]
+
+
+def test_vllm_declares_the_fields_with_these_defaults() -> None:
+    """What asking changes: vLLM skips special tokens unless told (the completions field's
+    null means the server default, True) and spaces them out by default."""
+    for model in ("CompletionRequest", "SamplingParams"):
+        assert SCHEMA[model]["spaces_between_special_tokens"]["default"] is True
+        assert "stop_token_ids" in SCHEMA[model]
+    assert SCHEMA["CompletionRequest"]["skip_special_tokens"]["default"] is None
+    assert SCHEMA["SamplingParams"]["skip_special_tokens"]["default"] is True
+
+
+@pytest.fixture(scope="module")
+def sglang_api(assets: dict[str, Path]) -> ModuleType:
+    """SGLang's generated API types (msgspec), loaded from the pinned wheel's file alone."""
+    spec = importlib.util.spec_from_file_location("sglang_api_types", assets["sglang_api"])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sglang_decodes_the_fields_as_sglang_does(sglang_api: ModuleType) -> None:
+    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+        params = sglang_api.GenerateRequest.from_json_value(body("sglang", call)).sampling_params
+        assert params.skip_special_tokens is False
+        assert params.spaces_between_special_tokens is False
+        assert list(params.stop_token_ids) == list(STOPS)
+    for call in calls():
+        params = sglang_api.GenerateRequest.from_json_value(body("sglang", call)).sampling_params
+        assert params.skip_special_tokens is True and params.stop_token_ids is None
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "llamacpp-completion"])
+def test_llamacpp_is_told_the_tokens_to_keep(dialect: str) -> None:
+    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+        sent = body(dialect, call)
+        assert sent["preserved_tokens"] == list(HARMONY)
+        assert not (SKIPPING | {"stop_token_ids"}) & set(sent)  # fields it does not have
+    for call in calls():
+        assert "preserved_tokens" not in body(dialect, call)
+
+
+def test_vllm_chat_is_left_to_its_own_parsers() -> None:
+    call = next(calls(special_tokens=HARMONY, stop_token_ids=STOPS))
+    call = UpstreamCall(
+        model="m",
+        prompt=call.prompt,
+        sampling=call.sampling,
+        stream=False,
+        chat_body={"messages": [{"role": "user", "content": "Hi"}]},
+        special_tokens=HARMONY,
+        stop_token_ids=STOPS,
+    )
+    assert not (SKIPPING | {"stop_token_ids"}) & set(body("vllm-chat", call))
+
+
+# --- the real llama.cpp ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "llamacpp-completion"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_llamacpp_writes_the_listed_special_tokens_into_its_text(
+    llama_server: LocalLlamaServer, smollm2_dir: Path, dialect: str, stream: bool
+) -> None:
+    """SmolLM2 ends its turn with the special token ``<|im_end|>``: llama.cpp leaves it out of
+    the text, unless the request lists it (then it ends the text, as harmony's ``<|call|>``
+    does on a gpt-oss GGUF, whose ``<|channel|>`` and kin llama.cpp always writes)."""
+    tokenizer = Tokenizer.from_file(str(smollm2_dir / "tokenizer.json"))
+    prompt = "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n"
+    ids = tokenizer.encode(prompt, add_special_tokens=False).ids
+    texts = []
+    for kept in ((), ("<|im_end|>",)):
+        call = UpstreamCall(
+            model="m",
+            prompt=Prompt(orjson.dumps(ids)[1:-1], len(ids), ""),
+            sampling=Sampling(max_tokens=64, temperature=0.0),
+            stream=stream,
+            special_tokens=kept,
+        )
+        texts.append(generate(llama_server.url, dialect, call))
+    plain, kept_text = texts
+    assert "<|im_end|>" not in plain
+    assert kept_text.endswith("<|im_end|>") and kept_text.removesuffix("<|im_end|>") == plain
+
+
+def generate(url: str, dialect: str, call: UpstreamCall) -> str:
+    """The answer's text, sent as the dialect builds it and read as the dialect reads it."""
+    upstream = dialect_named(dialect)
+    path, request = upstream.request(call)
+    with httpx.Client(base_url=url, timeout=120) as http:
+        if not call.stream:
+            return upstream.response(http.post(path, content=bytes(request)).json(), 3).text
+        with http.stream("POST", path, content=bytes(request)) as reply:
+            events = [
+                orjson.loads(line[6:])
+                for line in reply.iter_lines()
+                if line.startswith("data: ") and line != "data: [DONE]"
+            ]
+    return "".join(upstream.event(e, 3).text for e in events)
