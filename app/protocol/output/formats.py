@@ -12,12 +12,18 @@ from typing import Any, Literal
 from app.generation import ToolFormat
 from app.protocol.output import (
     deepseek_v31,
+    deepseek_v32,
+    gemma4,
+    glm,
+    harmony,
     hermes,
     kimi_k2,
     llama3_json,
+    minimax_m2,
     mistral,
     pythonic,
     qwen3_coder,
+    seed_oss,
 )
 from app.protocol.output.interface import THINK, ChoiceParser, Format, ParserOptions, Reasoning
 from app.protocol.output.parser import OutputParser, new_tool_call_id
@@ -32,6 +38,13 @@ FORMATS: dict[ToolFormat, Format] = {
         mistral.FORMAT,
         llama3_json.FORMAT,
         pythonic.FORMAT,
+        glm.GLM45,
+        glm.GLM47,
+        minimax_m2.FORMAT,
+        seed_oss.FORMAT,
+        deepseek_v32.FORMAT,
+        gemma4.FORMAT,
+        harmony.FORMAT,
     )
 }
 """The formats the proxy parses, by ``--tool-format`` name."""

@@ -83,6 +83,14 @@ class TagCalls:
     close: str | None
     block_end: Callable[[], BlockEnd]
     decode: Callable[[str, Schemas], list[Call] | None]
+    other_closes: tuple[str, ...] = ()
+    """Variant spellings of ``close`` the scanner may also report (DeepSeek V3.2 and V4 wrap
+    their calls differently); the marker found at the reported position is the one consumed."""
+
+    @property
+    def closes(self) -> tuple[str, ...]:
+        """Every closing marker, ``close`` first."""
+        return self.other_closes if self.close is None else (self.close, *self.other_closes)
 
 
 class NeverEnds:
@@ -129,10 +137,10 @@ class Format:
     """Its markers are special tokens: the upstream must keep special tokens in its text."""
     stop: tuple[str, ...] = ()
     """Stop strings the upstream must be asked for (ones the server does not stop at)."""
+    call_id: Callable[[], str] | None = None
+    """A fresh id per tool call where the family's chat templates insist on a shape (Mistral:
+    nine letters and digits); None: ``call_`` and hex digits."""
 
     def __post_init__(self) -> None:
         if (self.calls is None) == (self.parser is None):
             raise ValueError(f"{self.name}: set exactly one of calls and parser")
-    call_id: Callable[[], str] | None = None
-    """A fresh id per tool call where the family's chat templates insist on a shape (Mistral:
-    nine letters and digits); None: ``call_`` and hex digits."""

@@ -184,21 +184,22 @@ class OutputParser:
 
     def _tool(self, out: list[ChatDelta], final: bool) -> bool:
         assert self._calls is not None
-        closing = self._calls.close or ""
+        closes = self._calls.closes
         end = self._block_end.find(self._buffer)
         if end is None and final:
             # Unclosed by the scanner's reading (say, an unbalanced quote): fall back to the
             # first literal closing marker, so later blocks still parse; a format without
             # one ends its block here.
-            literal = self._buffer.find(closing) if closing else len(self._buffer)
-            if literal < 0:
+            literal = find_tag(self._buffer, closes) if closes else (len(self._buffer), "")
+            if literal is None:
                 self._emit_content(out, self._opener + self._buffer)
                 self._buffer = ""
                 self._state = _State.CONTENT
                 return True
-            end = literal
+            end = literal[0]
         if end is None:
             return False
+        closing = next((c for c in closes if self._buffer.startswith(c, end)), "")
         block = self._buffer[:end]
         self._buffer = self._buffer[end + len(closing) :]
         self._state = _State.CONTENT

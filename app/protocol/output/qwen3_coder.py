@@ -23,7 +23,7 @@ from typing import Any
 
 from app.protocol.output.hermes import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from app.protocol.output.interface import Call, Format, Schemas, TagCalls
-from app.protocol.output.scanning import find_tag, partial_tag_start
+from app.protocol.output.scanning import ValueSkippingEnd, find_tag
 from app.protocol.output.schema import convert_value, encode_call
 
 FUNCTION_OPEN = "<function="
@@ -31,30 +31,11 @@ FUNCTION_CLOSE = "</function>"
 PARAMETER_OPEN = "<parameter="
 PARAMETER_CLOSE = "</parameter>"
 
-_OUTSIDE_VALUE = (PARAMETER_OPEN, TOOL_CALL_CLOSE)
-_VALUE_ENDS = (PARAMETER_CLOSE, PARAMETER_OPEN, FUNCTION_CLOSE)
 
-
-class CoderBlockEnd:
-    """Finds the ``</tool_call>`` that closes a block, scanning only text not seen before."""
-
-    def __init__(self) -> None:
-        self._pos = 0
-        self._in_value = False
-
-    def find(self, body: str) -> int | None:
-        """Where the closing tag starts in ``body`` (the text after ``<tool_call>``), if yet."""
-        while True:
-            tags = _VALUE_ENDS if self._in_value else _OUTSIDE_VALUE
-            hit = find_tag(body, tags, self._pos)
-            if hit is None:
-                self._pos = partial_tag_start(body, tags, self._pos)
-                return None
-            at, tag = hit
-            if tag == TOOL_CALL_CLOSE:
-                return at
-            self._in_value = tag == PARAMETER_OPEN
-            self._pos = at + len(tag)
+def coder_block_end(close: str = TOOL_CALL_CLOSE) -> ValueSkippingEnd:
+    """The end of a block closed by ``close`` (Seed-OSS writes the same calls in another
+    wrapper): a value ends at ``</parameter>`` or, leniently, at ``</function>``."""
+    return ValueSkippingEnd((close,), (PARAMETER_OPEN,), (PARAMETER_CLOSE, FUNCTION_CLOSE))
 
 
 def _strip_template_newlines(value: str) -> str:
@@ -106,7 +87,7 @@ FORMAT = Format(
     calls=TagCalls(
         opens=(TOOL_CALL_OPEN,),
         close=TOOL_CALL_CLOSE,
-        block_end=CoderBlockEnd,
+        block_end=coder_block_end,
         decode=decode_qwen3_coder,
     ),
 )

@@ -7,6 +7,7 @@ tail could still grow into a tag and has to be held back.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 
@@ -30,3 +31,48 @@ def find_tag(text: str, tags: Sequence[str], start: int = 0) -> tuple[int, str] 
         if at >= 0 and (best is None or at < best[0]):
             best = (at, tag)
     return best
+
+
+class ValueSkippingEnd:
+    """The ``BlockEnd`` of XML-like formats whose values are bare text: a closing marker
+    (any of ``closes``) ends the block only outside a value, so a value (code that mentions
+    the marker) may hold it.
+
+    A value starts at any of ``value_opens`` and ends at the first of ``value_ends`` (they
+    may be the same marker, as Gemma 4's ``<|"|>`` quotes are). Only text not seen before is
+    scanned.
+    """
+
+    def __init__(
+        self, closes: Sequence[str], value_opens: Sequence[str], value_ends: Sequence[str]
+    ) -> None:
+        self._outside = (*value_opens, *closes)
+        self._inside = tuple(value_ends)
+        self._closes = frozenset(closes)
+        self._pos = 0
+        self._in_value = False
+
+    def find(self, body: str) -> int | None:
+        """Where a closing marker starts in ``body`` (the text after the opening marker), if
+        it has arrived."""
+        while True:
+            tags = self._inside if self._in_value else self._outside
+            hit = find_tag(body, tags, self._pos)
+            if hit is None:
+                self._pos = partial_tag_start(body, tags, self._pos)
+                return None
+            at, tag = hit
+            if not self._in_value and tag in self._closes:
+                return at
+            self._in_value = not self._in_value
+            self._pos = at + len(tag)
+
+
+_SPACE = re.compile(r"\s*")
+
+
+def skip_space(text: str, pos: int) -> int:
+    """The first position at or after ``pos`` that is not whitespace."""
+    match = _SPACE.match(text, pos)
+    assert match is not None  # \s* always matches
+    return match.end()
