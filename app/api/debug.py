@@ -1,5 +1,8 @@
 """``GET /metrics`` (Prometheus) and the trace page ``GET /debug/traces`` (with its JSON at
-``/debug/traces.json`` and its script and style under ``/debug/static/``).
+``/debug/traces.json`` and its script and style under ``/debug/static/``); ``?session=`` keeps
+one session's requests, named by the digest the page shows or by the session id the client
+sent.  ``GET /favicon.ico``, which a browser asks for beside any page, is a 204 (to anyone:
+no client API's error, no refusal counted).
 
 They show what the proxy does, not what clients said, but they are still for operators only:
 served to requests carrying the configured ``admin_key`` (``Authorization: Bearer <key>`` or
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Callable
 from importlib import resources
 
 import orjson
@@ -21,8 +25,10 @@ from starlette.responses import Response
 
 from app.api.responses import json_response
 from app.errors import NotFoundError, PermissionDeniedError
+from app.service.callers import sent_session
 from app.service.chat import ChatService
 from app.telemetry import Telemetry
+from app.telemetry.shadow import session_digest
 
 _STATIC = {"traces.js": "text/javascript", "traces.css": "text/css"}
 _DATA_MARK = "/*TRACES*/"
@@ -50,10 +56,16 @@ def require_admin(request: Request) -> None:
     )
 
 
-router = APIRouter(dependencies=[Depends(require_admin)])
+router = APIRouter()
+_admin = APIRouter(dependencies=[Depends(require_admin)])
 
 
-@router.get("/metrics")
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    return Response(status_code=204)
+
+
+@_admin.get("/metrics")
 async def metrics(request: Request) -> Response:
     telemetry: Telemetry = request.app.state.telemetry
     service: ChatService = request.app.state.chat
@@ -61,12 +73,12 @@ async def metrics(request: Request) -> Response:
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-@router.get("/debug/traces.json")
+@_admin.get("/debug/traces.json")
 async def traces_json(request: Request) -> Response:
     return json_response(_traces(request))
 
 
-@router.get("/debug/traces")
+@_admin.get("/debug/traces")
 async def traces_page(request: Request) -> Response:
     """The page, with the recent requests inlined (it renders without a second request)."""
     data = orjson.dumps(_traces(request)).decode().replace("</", "<\\/")
@@ -74,18 +86,30 @@ async def traces_page(request: Request) -> Response:
     return Response(page, media_type="text/html; charset=utf-8")
 
 
-@router.get("/debug/static/{name}")
+@_admin.get("/debug/static/{name}")
 async def static(name: str) -> Response:
     if name not in _STATIC:
         raise NotFoundError(f"no static file {name!r}")
     return Response(_asset(name), media_type=_STATIC[name])
 
 
-def _traces(request: Request) -> dict[str, list[dict[str, object]]]:
-    """The recent requests that reached the upstream, and the recent error answers."""
+router.include_router(_admin)  # after its last route: the routes are copied
+
+
+def _traces(request: Request) -> dict[str, object]:
+    """The recent requests that reached the upstream (of the ``?session=`` asked for; ``total``:
+    of any session), and the recent error answers."""
     telemetry: Telemetry = request.app.state.telemetry
-    requests = telemetry.ring.requests() if telemetry.ring is not None else []
-    return {"requests": requests, "refused": telemetry.refusals.recent()}
+    ring = telemetry.ring
+    wanted = request.query_params.get("session")
+    requests = ring.requests(_of_session(wanted) if wanted else None) if ring is not None else []
+    total = len(ring) if ring is not None else 0
+    return {"requests": requests, "total": total, "refused": telemetry.refusals.recent()}
+
+
+def _of_session(wanted: str) -> Callable[[str], bool]:
+    """Whether a session key is the one ``wanted`` names: its digest, or the client's id."""
+    return lambda key: session_digest(key) == wanted or sent_session(key) == wanted
 
 
 def _asset(name: str) -> str:

@@ -73,6 +73,16 @@ def session_key(caller: Caller, messages: list[dict[str, Any]]) -> str:
     return f"{caller.tenant}/m:{hashlib.blake2b(opening, digest_size=12).hexdigest()}"
 
 
+def sent_session(key: str) -> str | None:
+    """The session id the client sent (a header or ``prompt_cache_key``; a Claude Code agent's
+    key without its agent), read back from a ``session_key``; None for a key made from the
+    conversation's content."""
+    conversation = key.partition("/")[2]
+    if not conversation.startswith("s:"):
+        return None
+    return conversation[2:].partition("/agent:")[0]
+
+
 def _tenant(headers: Mapping[str, str]) -> str:
     key = api_key(headers)
     return hashlib.blake2b(key.encode(), digest_size=8).hexdigest() if key else "anon"

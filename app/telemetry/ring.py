@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from app.telemetry.layout import SpanPlan, child_spans, root_span
@@ -22,11 +23,17 @@ class TraceRing:
         with self._lock:
             self._records.append(record)
 
-    def requests(self) -> list[dict[str, Any]]:
-        """The kept requests, newest first, as the trace page shows them."""
+    def requests(self, session: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
+        """The kept requests, newest first, as the trace page shows them; with ``session``,
+        those whose session key it accepts."""
         with self._lock:
             records = list(self._records)
+        if session is not None:
+            records = [r for r in records if session(r.timings.session)]
         return [self._request(record) for record in reversed(records)]
+
+    def __len__(self) -> int:
+        return len(self._records)
 
     def _request(self, record: RequestRecord) -> dict[str, Any]:
         root = root_span(record)

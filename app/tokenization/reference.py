@@ -18,6 +18,7 @@ import numpy.typing as npt
 from tokenizers import Encoding, Tokenizer
 
 from app.byte_level import bytes_to_unicode
+from app.errors import TokenizerSpecError
 from app.tokenizer_spec import NormalForm, normalizer_kind
 
 IdArray = npt.NDArray[np.int32]
@@ -52,7 +53,16 @@ class ReferenceEncoder:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReferenceEncoder:
-        return cls(Tokenizer.from_file(str(path)))
+        """Raises ``TokenizerSpecError`` naming the file when ``tokenizers`` cannot load it or
+        its model has no vocabulary (nothing could be encoded)."""
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception with its parser's words
+            problem = f"the tokenizers library cannot load it: {exc}"
+            raise TokenizerSpecError(f"{path}: {problem}") from None
+        if tokenizer.get_vocab_size(with_added_tokens=False) == 0:
+            raise TokenizerSpecError(f"{path}: its model's vocabulary is empty")
+        return cls(tokenizer)
 
     def encode(self, text: str) -> tuple[IdArray, OffsetArray]:
         """Ids of ``text`` without post-processor specials, and each token's end in bytes."""

@@ -1,10 +1,11 @@
 "use strict";
-// Renders the requests inlined in #traces-data; ?session=<id> shows one session only.
+// Renders the requests inlined in #traces-data; ?session=<id> shows one session only (the
+// server keeps those: <id> is the digest shown here or the session id the client sent).
 (function () {
   const data = JSON.parse(document.getElementById("traces-data").textContent);
   const session = new URLSearchParams(location.search).get("session") || "";
   document.getElementById("session").value = session;
-  const shown = data.requests.filter((r) => !session || r.session === session);
+  const shown = data.requests;
   const tbody = document.querySelector("#requests tbody");
 
   function cell(row, text, className) {
@@ -93,6 +94,6 @@
   document.getElementById("refused-summary").textContent =
     refused.length + " recent error answers (rejected requests and failed streams)";
   document.getElementById("summary").textContent =
-    shown.length + " of " + data.requests.length + " recent requests" +
+    shown.length + " of " + data.total + " recent requests" +
     (session ? " in session " + session : "");
 })();
