@@ -22,7 +22,8 @@ encoding the whole transcript.
   lets writes gather for ``batch_s``, then sends all queued ones in one pipeline (a record
   queued while its parent is being written extends that parent).  Pending writes are bounded
   in bytes; past that the oldest is dropped (counted).
-* **Faults**: every Redis error (refused, timeout, reset, bad reply) is counted and opens a
+* **Faults**: every Redis error (refused, timeout, reset, bad reply) but one session's key of
+  another type (a miss of that session, replaced by its next write) is counted and opens a
   short breaker during which Redis is not asked at all: the proxy serves from the local tier
   or encodes in full, with exact ids and no error to the client.  Sockets time out quickly
   (``timeout``), because a local miss of a continuation call is read on the event loop.
@@ -47,13 +48,15 @@ from app.sessions.memory import MemoryStore, SessionKey
 from app.tokenization.state import SessionState
 
 _IF_STALE_RETURN_0 = """
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then redis.call('DEL', KEYS[1]) end
 local stored = redis.call('HGET', KEYS[1], 'v')
 if stored and (#stored > #ARGV[1] or (#stored == #ARGV[1] and stored >= ARGV[1])) then
   return 0
 end
 """
 """Keep only newer writes.  Versions are decimal ns, compared exactly as strings of digits
-(a Lua number has 53 bits)."""
+(a Lua number has 53 bits).  A key of another type than a hash is no entry of ours (damage):
+the write replaces it."""
 
 _WRITE_BASE = (
     _IF_STALE_RETURN_0
@@ -155,8 +158,11 @@ class RedisStore:
             return state
         try:
             fields: dict[bytes, bytes] = self._redis.hgetall(self._key(key))  # type: ignore[assignment]
-        except redis.RedisError:
-            self._failed()
+        except redis.RedisError as exc:
+            if isinstance(exc, redis.ResponseError) and str(exc).startswith("WRONGTYPE"):
+                self._count("rejected")  # this session's key is damaged: its miss alone
+            else:
+                self._failed()
             return None
         if not fields:
             self._count("misses")
