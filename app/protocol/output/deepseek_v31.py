@@ -47,5 +47,5 @@ FORMAT = Format(
         block_end=deepseek_v31_section_end,
         decode=decode_deepseek_v31,
     ),
-    special_tokens=True,
+    special_tokens=(*MARKERS.all, "<think>", "</think>"),
 )

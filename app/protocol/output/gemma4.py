@@ -147,6 +147,13 @@ FORMAT = Format(
         block_end=gemma4_block_end,
         decode=decode_gemma4,
     ),
-    special_tokens=True,
+    special_tokens=(
+        TOOL_CALL_OPEN,
+        TOOL_CALL_CLOSE,
+        QUOTE,
+        TOOL_RESPONSE,
+        "<|channel>",
+        "<channel|>",
+    ),
     stop=(TOOL_RESPONSE,),
 )

@@ -79,17 +79,27 @@ def decode_glm(block: str, schemas: Schemas) -> list[Call] | None:
 _CALLS = TagCalls(
     opens=(TOOL_CALL_OPEN,), close=TOOL_CALL_CLOSE, block_end=glm_block_end, decode=decode_glm
 )
+_SPECIAL = (
+    TOOL_CALL_OPEN,
+    TOOL_CALL_CLOSE,
+    KEY_OPEN,
+    KEY_CLOSE,
+    VALUE_OPEN,
+    VALUE_CLOSE,
+    "<think>",
+    "</think>",
+)
 
 GLM45 = Format(
     name="glm45",
     template_markers=(TOOL_CALL_OPEN, KEY_OPEN, KEY_CLOSE + "\n" + VALUE_OPEN),
     calls=_CALLS,
-    special_tokens=True,
+    special_tokens=_SPECIAL,
 )
 
 GLM47 = Format(
     name="glm47",
     template_markers=(TOOL_CALL_OPEN, KEY_OPEN, KEY_CLOSE + VALUE_OPEN),
     calls=_CALLS,
-    special_tokens=True,
+    special_tokens=_SPECIAL,
 )

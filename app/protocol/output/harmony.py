@@ -257,7 +257,7 @@ FORMAT = Format(
     template_markers=(START + "assistant", CHANNEL, MESSAGE, CALL),
     reasoning=Reasoning(CHANNEL + "analysis" + MESSAGE, END),
     parser=HarmonyParser,
-    special_tokens=True,
+    special_tokens=SPECIAL_TOKENS,
     stop=STOP_TOKENS,
 )
 """gpt-oss's (vLLM's ``openai`` tool parser and ``openai_gptoss`` reasoning parser). Its

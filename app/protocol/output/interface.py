@@ -133,10 +133,14 @@ class Format:
     """The family's reasoning markers; None: the model writes no reasoning text."""
     calls: TagCalls | None = None
     parser: Callable[[ParserOptions], ChoiceParser] | None = None
-    special_tokens: bool = False
-    """Its markers are special tokens: the upstream must keep special tokens in its text."""
+    special_tokens: tuple[str, ...] = ()
+    """Its markers (reasoning markers included) where the model's vocabulary may make them
+    special tokens, which servers leave out of the text they return: the upstream is asked to
+    keep special tokens, and llama.cpp is told these one by one (it ignores a string that is
+    not one special token). Empty: all its markers are plain text."""
     stop: tuple[str, ...] = ()
-    """Stop strings the upstream must be asked for (ones the server does not stop at)."""
+    """Special tokens the answer ends at, each asked for as a stop token (harmony's
+    ``<|call|>``): the servers stop at a model's end-of-turn token, not at these."""
     call_id: Callable[[], str] | None = None
     """A fresh id per tool call where the family's chat templates insist on a shape (Mistral:
     nine letters and digits); None: ``call_`` and hex digits."""

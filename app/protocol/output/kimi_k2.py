@@ -52,5 +52,5 @@ FORMAT = Format(
         block_end=kimi_k2_section_end,
         decode=decode_kimi_k2,
     ),
-    special_tokens=True,
+    special_tokens=(*MARKERS.all, "<think>", "</think>"),
 )

@@ -113,5 +113,5 @@ FORMAT = Format(
     template_markers=(TEMPLATE_INSTRUCTION,),
     reasoning=None,
     parser=partial(LeadingCallsParser, leading=BARE_CALL_START, calls=CALLS),
-    special_tokens=True,
+    special_tokens=(PYTHON_TAG,),
 )

@@ -29,6 +29,10 @@ class SectionMarkers:
     call_end: str
 
     @property
+    def all(self) -> tuple[str, ...]:
+        return (self.begin, self.end, self.call_begin, self.args_begin, self.call_end)
+
+    @property
     def first_chars(self) -> str:
         """The characters the closing markers start with (where a JSON scan must look)."""
         return "".join(sorted({self.end[0], self.call_end[0]}))

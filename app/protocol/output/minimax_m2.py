@@ -56,5 +56,5 @@ FORMAT = Format(
         block_end=minimax_section_end,
         decode=decode_minimax,
     ),
-    special_tokens=True,
+    special_tokens=(SECTION_OPEN, SECTION_CLOSE, "<think>", "</think>"),
 )

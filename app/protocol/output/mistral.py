@@ -124,6 +124,6 @@ FORMAT = Format(
     calls=TagCalls(
         opens=(TOOL_CALLS,), close=None, block_end=MistralCallEnd, decode=decode_mistral
     ),
-    special_tokens=True,
+    special_tokens=(TOOL_CALLS, ARGS, CALL_ID, THINK_OPEN, THINK_CLOSE),
     call_id=new_mistral_call_id,
 )

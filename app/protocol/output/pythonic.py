@@ -200,5 +200,5 @@ FORMAT = Format(
     template_markers=(TEMPLATE_INSTRUCTION,),
     reasoning=None,
     parser=partial(LeadingCallsParser, leading=LIST_START, calls=CALLS),
-    special_tokens=True,  # Llama 4's <|python_start|>; Gemma 3 writes no marker
+    special_tokens=(PYTHON_START, PYTHON_END),  # Llama 4's; Gemma 3 writes no marker
 )

@@ -41,5 +41,5 @@ FORMAT = Format(
         block_end=seed_block_end,
         decode=decode_qwen3_coder,
     ),
-    special_tokens=True,
+    special_tokens=(TOOL_CALL_OPEN, TOOL_CALL_CLOSE, SEED_THINK.open, SEED_THINK.close),
 )
