@@ -11,8 +11,8 @@ Adding a format (the contract, ``interface.py``):
 - One module per format holds its ``FORMAT = Format(...)``, registered by one line in
   ``formats.FORMATS``. It declares the ``template_markers`` that identify it in a chat
   template (``--tool-format auto``), its family's ``reasoning`` markers (``Reasoning``, or
-  None), whether its markers are ``special_tokens`` (the upstream must keep them in its
-  text), and any ``stop`` strings the upstream must stop at.
+  None), its markers that may be ``special_tokens`` (the upstream must keep them in its
+  text), and the ``stop`` tokens the upstream must stop at.
 - A tag-delimited format sets ``calls=TagCalls(...)``: the markers that ``opens`` a block,
   its ``close`` marker (None: the block runs to the end of the output), a ``block_end``
   factory (a fresh ``BlockEnd`` scanner per block, which may skip a closing marker that sits
