@@ -119,7 +119,10 @@ class Settings(BaseSettings):
     """Drop Claude Code's per-call x-anthropic-billing-header line from system prompts (it
     changes every call; repair handles it, stripping saves even that)."""
     alignment_check: bool = True
-    """At start, compare our ids with the upstream's /tokenize; forward text on mismatch."""
+    """Compare our ids with the upstream's /tokenize (at start, before the next call after its
+    connection broke, and every --alignment-recheck-s); forward text on mismatch."""
+    alignment_recheck_s: float = Field(default=300.0, ge=0)
+    """Seconds between alignment checks while serving (0: none but those after a break)."""
     store: str = "memory"
     """Session state: memory (this process) or a Redis URL (redis://host:6379/0, rediss://,
     unix://) shared by replicas, with this process's memory in front."""

@@ -136,7 +136,10 @@ async def _build_service(
             client, dialect, tokenizer, template, upstream_name, check=settings.alignment_check
         ),
         gated=settings.alignment_check,
+        breaks=lambda: client.breaks,
+        recheck_s=settings.alignment_recheck_s,
     )
+    client.before_resend = readiness.before_resend
     readiness.subscribe(_log_learned)
     sources = dict.fromkeys((template.source(tools=False), template.source(tools=True)))
     tool_format, chosen = resolve_tool_format(settings.tool_format, sources)

@@ -79,6 +79,7 @@ async def health(request: Request) -> Response:
         "model": service.card.name,
         "dialect": service.dialect.name,
         "sending": "text" if service.card.send_text else "token ids",
+        "alignment": service.readiness.state(),
         "context_tokens": service.card.context_tokens,
         "tokenizer": service.tokenizer.spec.family,
         "tool_format": service.card.tool_format,

@@ -51,6 +51,11 @@ class UpstreamClient:
             max_keepalive_connections=min(64, settings.max_connections),
         )
         self.base_url = settings.upstream.rstrip("/")
+        self.breaks = 0
+        """How often the connection to the upstream failed (unreachable, or closed before
+        replying): the server may have been replaced since (``app.upstream.readiness``)."""
+        self.before_resend: Callable[[], Awaitable[None]] | None = None
+        """Awaited before a request goes again after such a close; it may refuse it."""
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=settings.timeouts.httpx(),
@@ -87,6 +92,9 @@ class UpstreamClient:
             try:
                 response = await self._http.send(request, stream=True)
             except _CLOSED_BEFORE_REPLY:
+                self.breaks += 1
+                if self.before_resend is not None:
+                    await self.before_resend()
                 response = await self._http.send(request, stream=True)
             try:
                 if response.status_code >= 400:
@@ -98,6 +106,7 @@ class UpstreamClient:
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError(f"upstream timed out ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
+            self.breaks += 1
             raise UpstreamUnreachableError(
                 f"upstream {self.base_url} unreachable: {exc or type(exc).__name__}"
             ) from exc
@@ -127,6 +136,7 @@ class UpstreamClient:
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("upstream timed out") from exc
         except httpx.TransportError as exc:
+            self.breaks += 1
             raise UpstreamUnreachableError(f"upstream {self.base_url} unreachable") from exc
 
     async def get_json(self, path: str) -> Any:
