@@ -23,9 +23,10 @@ ToolFormat = Literal[
     "gemma4",
     "seed_oss",
 ]
-"""How the model writes tool calls in its text (names follow vLLM's tool parsers where one
-exists; ``harmony`` is gpt-oss's, vLLM's ``openai``): ``hermes``, JSON in ``<tool_call>``
-(Hermes, Qwen2.5, Qwen3); ``qwen3_coder``, XML-like; the others as docs/serving.md lists."""
+"""How the model writes tool calls (and its reasoning) in its text; one module each in
+``app.protocol.output``, listed with their markers in docs/serving.md. Names follow vLLM's tool
+parsers where one exists: ``harmony`` is gpt-oss's (vLLM's ``openai``), ``deepseek_v32`` reads
+DeepSeek V4's DSML too (vLLM's ``deepseek_v4``), ``pythonic`` is Llama 4's and Gemma 3's."""
 
 
 @dataclass(frozen=True, slots=True)
