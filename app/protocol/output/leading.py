@@ -42,7 +42,6 @@ class LeadingCallsParser:
         self._buffer = ""  # in LEAD and BLOCK, the text not yet resolved
         self._space = ""  # the whitespace before a leading block
         self._block_end: BlockEnd | None = None
-        self._layout = False  # whitespace after the leading calls is held: it may be layout
         self._leading_calls = 0
         self._finished = False
 
@@ -87,17 +86,9 @@ class LeadingCallsParser:
             block, self._buffer = self._buffer[:end], self._buffer[end:]
             calls = self._calls.decode(block, parameter_schemas(self._options.tools))
             if calls:
-                for name, arguments in calls:
-                    out.append(self._call_delta(name, arguments))
-                self._layout = True
+                out.extend(self._call_delta(name, arguments) for name, arguments in calls)
             else:
                 out.append(ChatDelta(content=self._space + block))
-        if self._layout:
-            if self._buffer.isspace() or not self._buffer:
-                if final:
-                    self._buffer = ""
-                return out
-            self._layout = False
         rest, self._buffer = self._buffer, ""
         return out + self._shifted(self._rest.feed(rest)) if rest else out
 

@@ -58,7 +58,7 @@ def test_several_calls_in_one_section_with_newlines() -> None:
 
 
 def test_nested_arguments_are_kept_as_written() -> None:
-    arguments = '{"edits": [{"path": "a.py", "range": {"start": 3, "end": 4}}], "dry_run": false}'
+    arguments = '{"edits":[{"path":"a.py","range":{"start":3,"end":4}}],\n "dry_run":false}'
     text = f"{BEGIN}{CALL}functions.apply_edits:0{ARGS}{arguments}{CALL_END}{END}"
     out = kimi().parse(text)
     assert out.tool_calls == [ToolCall("call_0000", "apply_edits", arguments)]

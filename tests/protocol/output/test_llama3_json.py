@@ -29,6 +29,10 @@ def test_a_bare_call() -> None:
     assert_every_split(llama, WEATHER, ParsedOutput(None, None, [WEATHER_CALL]))
 
 
+def test_whitespace_around_a_call_is_layout() -> None:
+    assert_every_split(llama, f"\n\n{WEATHER}\n", ParsedOutput(None, None, [WEATHER_CALL]))
+
+
 def test_a_call_after_the_python_tag() -> None:
     assert_every_split(llama, "<|python_tag|>" + WEATHER, ParsedOutput(None, None, [WEATHER_CALL]))
 
@@ -52,6 +56,15 @@ def test_several_calls_separated_by_semicolons() -> None:
             ],
         ),
     )
+
+
+def test_a_bare_call_then_a_tagged_one_are_numbered_in_order() -> None:
+    text = f'{WEATHER}\n<|python_tag|>{{"name": "get_time", "parameters": {{}}}}'
+    deltas = stream(llama(), [text])
+    assert [d.tool_call.index for d in deltas if d.tool_call] == [0, 1]
+    assert parsed(deltas) == ParsedOutput(None, None, [
+        WEATHER_CALL, ToolCall("call_0001", "get_time", "{}")
+    ])  # fmt: skip
 
 
 def test_nested_parameters_and_markers_in_strings() -> None:

@@ -41,17 +41,22 @@ def test_several_calls_and_llama4_tags() -> None:
 def test_nested_literals() -> None:
     text = (
         "[plot(points=[(1, -2.5), (3, +4)], style={'color': 'red', 'dash': None}, "
-        "flags={True}, legend=false, title=null, note='''multi\nline''')]"
+        "flags={True}, legend=false, title=null, note='''it's [multi\nline''')]"
     )
-    out = pythonic().parse(text)
-    assert out.tool_calls == [
-        ToolCall(
-            "call_0000",
-            "plot",
-            '{"points": [[1, -2.5], [3, 4]], "style": {"color": "red", "dash": null}, '
-            '"flags": [true], "legend": false, "title": null, "note": "multi\\nline"}',
-        )
-    ]
+    call = ToolCall(
+        "call_0000",
+        "plot",
+        '{"points": [[1, -2.5], [3, 4]], "style": {"color": "red", "dash": null}, '
+        '"flags": [true], "legend": false, "title": null, "note": "it\'s [multi\\nline"}',
+    )
+    assert_every_split(pythonic, text, ParsedOutput(None, None, [call]))
+
+
+def test_whitespace_around_the_calls_is_layout() -> None:
+    text = "\n [get_time()] \n"
+    assert_every_split(pythonic, text, ParsedOutput(None, None, [
+        ToolCall("call_0000", "get_time", "{}")
+    ]))  # fmt: skip
 
 
 def test_brackets_quotes_and_markers_inside_strings() -> None:
@@ -65,10 +70,18 @@ def test_brackets_quotes_and_markers_inside_strings() -> None:
     )]))  # fmt: skip
 
 
+def test_a_comment_in_the_list_is_skipped() -> None:
+    text = "[read_file(path='a.py'),  # it's (the first one\n get_time()]"
+    assert_every_split(pythonic, text, ParsedOutput(None, None, [
+        ToolCall("call_0000", "read_file", '{"path": "a.py"}'),
+        ToolCall("call_0001", "get_time", "{}"),
+    ]))  # fmt: skip
+
+
 def test_text_after_the_list_is_content() -> None:
-    text = "[get_time()]\nThen I will answer."
+    text = "[get_time(tz='''it's [x''')]\nThen I will answer."
     assert_every_split(pythonic, text, ParsedOutput("\nThen I will answer.", None, [
-        ToolCall("call_0000", "get_time", "{}")
+        ToolCall("call_0000", "get_time", '{"tz": "it\'s [x"}')
     ]))  # fmt: skip
 
 
