@@ -18,6 +18,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from app.generation import Sampling
+from app.service.format_tokens import FormatTokens, format_tokens
+from app.tools import assets as app_assets
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream import Prompt, UpstreamCall, dialect_named
 from tests.upstream.server_schemas import FIXTURE
@@ -176,3 +178,32 @@ def generate(url: str, dialect: str, call: UpstreamCall) -> str:
                 if line.startswith("data: ") and line != "data: [DONE]"
             ]
     return "".join(upstream.event(e, 3).text for e in events)
+
+
+# --- what the service asks for, per format -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpt_oss(assets_dir: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(app_assets.models(assets_dir, without_npm=True)["gpt_oss"]))
+
+
+def test_harmony_asks_for_its_markers_and_stops_at_call_and_return(gpt_oss: Tokenizer) -> None:
+    needs = format_tokens("harmony", gpt_oss)
+    assert needs.special_tokens == HARMONY and needs.keeps_special_tokens
+    assert needs.stop_token_ids == STOPS
+    assert [gpt_oss.id_to_token(t) for t in STOPS] == ["<|call|>", "<|return|>"]
+
+
+def test_plain_text_formats_ask_for_nothing(gpt_oss: Tokenizer) -> None:
+    for tool_format in (None, "hermes", "qwen3_coder"):
+        assert format_tokens(tool_format, gpt_oss) == FormatTokens()
+
+
+def test_a_stop_marker_the_vocabulary_lacks_is_not_asked_for(
+    gpt_oss: Tokenizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Gemma 4 stops at ``<|tool_response>``, no token of o200k_harmony."""
+    needs = format_tokens("gemma4", gpt_oss)
+    assert needs.stop_token_ids == () and needs.keeps_special_tokens
+    assert "'<|tool_response>' is no token of this tokenizer" in caplog.text
