@@ -16,7 +16,6 @@ from fastapi import Depends, FastAPI
 from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
-from app.errors import TemplateError
 from app.process_memory import ReturnFreedMemory, freeze_startup_heap, trim_floor
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
@@ -128,7 +127,7 @@ async def _build_service(
         parallel_chunk=settings.parallel_chunk,
         cpu_encoder=settings.cpu_encoder,
     )
-    template = load_template(settings.template_source)
+    template = load_template(settings.template_source, settings.tokenizer_file)
     dialect = dialect_named(settings.dialect)
     upstream_name = settings.upstream_model or settings.served_model
     readiness = Readiness(
@@ -200,12 +199,8 @@ def _log_learned(learned: Learned) -> None:
     )
 
 
-def load_template(path: Path) -> ChatTemplate:
-    """A chat template from tokenizer_config.json, a .jinja file or a .gguf model."""
-    if not path.exists():
-        raise TemplateError(f"no chat template at {path}")
-    if path.suffix == ".gguf":
-        return ChatTemplate.from_gguf(path)
-    if path.suffix in (".jinja", ".j2"):
-        return ChatTemplate.from_jinja_file(path)
-    return ChatTemplate.from_tokenizer_config(path)
+def load_template(path: Path, tokenizer_file: Path | None = None) -> ChatTemplate:
+    """A chat template from tokenizer_config.json (or its folder), a .jinja file or a .gguf
+    model; a .jinja file gets the special tokens of the tokenizer_config.json beside
+    ``tokenizer_file`` (``ChatTemplate.load``)."""
+    return ChatTemplate.load(path, tokenizer_file=tokenizer_file)

@@ -108,6 +108,14 @@ class ChatTemplate:
         return cls(source.templates, special_tokens=source.special_tokens, name=name)
 
     @classmethod
+    def load(cls, path: str | Path, *, tokenizer_file: str | Path | None = None) -> ChatTemplate:
+        """From a tokenizer_config.json (or its folder), a GGUF file or a template file,
+        rendered with the special tokens of the tokenizer beside ``tokenizer_file``
+        (``loading.from_path``)."""
+        source = loading.from_path(path, tokenizer_file)
+        return cls(source.templates, special_tokens=source.special_tokens)
+
+    @classmethod
     def from_jinja_file(
         cls, path: str | Path, *, special_tokens: Mapping[str, str] | None = None
     ) -> ChatTemplate:
