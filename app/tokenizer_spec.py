@@ -4,7 +4,9 @@ Exact repair rests on one question: at which positions can a text be cut so that
 two sides separately gives the same ids as encoding the whole (a *stable* cut)?  The answer
 depends on the normalizer, the pre-tokenizer and the added tokens.  This module recognises the
 pre-tokenizer families whose rules have been argued (see ``boundaries.py``) and proven by
-differential tests; anything else is reported with the reason and takes the full path.
+differential tests, and Gemma's SentencePiece-style files (``spaces_replaced``), whose one rule
+rests on the vocabulary and is checked on it here; anything else is reported with the reason
+and takes the full path.
 """
 
 from __future__ import annotations
@@ -26,19 +28,33 @@ CL100K_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 QWEN2_PATTERN = CL100K_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
+# Mistral's Tekken: o200k's two word alternatives without contractions, then single digits.
+_O200K_WORDS = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*",
+)
+_O200K_REST = (r" ?[^\s\p{L}\p{N}]+[\r\n/]*", r"\s*[\r\n]+", r"\s+(?!\S)", r"\s+")
 O200K_PATTERN = "|".join(
+    [*(word + _CONTRACTIONS + "?" for word in _O200K_WORDS), r"\p{N}{1,3}", *_O200K_REST]
+)
+TEKKEN_PATTERN = "|".join([*_O200K_WORDS, r"\p{N}", *_O200K_REST])
+# Qwen3.5 / 3.6: Qwen2's with combining marks joining letters (and leaving punctuation).
+QWEN35_PATTERN = (
+    _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# Kimi K2: Han runs first, then o200k's words without Han, o200k's digits, cl100k's punctuation.
+_NOT_HAN = r"&&[^\p{Han}]]"
+KIMI_PATTERN = "|".join(
     [
-        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
-        + _CONTRACTIONS
-        + "?",
-        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
-        + _CONTRACTIONS
-        + "?",
+        r"[\p{Han}]+",
+        *(
+            word.replace(r"\p{M}]", r"\p{M}" + _NOT_HAN) + _CONTRACTIONS + "?"
+            for word in _O200K_WORDS
+        ),
         r"\p{N}{1,3}",
-        r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
-        r"\s*[\r\n]+",
-        r"\s+(?!\S)",
-        r"\s+",
+        r" ?[^\s\p{L}\p{N}]+[\r\n]*",
+        *_O200K_REST[1:],
     ]
 )
 DEEPSEEK_V3_PATTERNS = (
@@ -53,6 +69,9 @@ _SPLIT_FAMILIES: Mapping[tuple[str, ...], str] = {
     (CL100K_PATTERN,): "cl100k",
     (QWEN2_PATTERN,): "qwen2",
     (O200K_PATTERN,): "o200k",
+    (TEKKEN_PATTERN,): "tekken",
+    (QWEN35_PATTERN,): "qwen35",
+    (KIMI_PATTERN,): "kimi",
     DEEPSEEK_V3_PATTERNS: "deepseek_v3",
 }
 
@@ -117,16 +136,62 @@ def spec_from_json(data: Mapping[str, Any]) -> TokenizerSpec:
         )
         for tok in data.get("added_tokens") or []
     )
-    normalizer, norm_problem = normalizer_kind(data.get("normalizer"))
-    problem = norm_problem or _model_problem(data)
     family: str | None = None
-    if problem is None:
-        family, problem = _family(data.get("pre_tokenizer"))
+    normalizer: str | None
+    if data.get("normalizer") == SPACE_REPLACE:
+        normalizer, problem = "Replace", _model_problem(data)
+        if problem is None:
+            family, problem = _spaces_replaced(data, added)
+    else:
+        normalizer, problem = normalizer_kind(data.get("normalizer"))
+        problem = problem or _model_problem(data)
+        if problem is None:
+            family, problem = _family(data.get("pre_tokenizer"))
     if problem is not None:
         family = None
     return TokenizerSpec(
         family=family, unproven_reason=problem, normalizer=normalizer, added_tokens=added
     )
+
+
+SPACE_MARK = "\u2581"
+SPACE_REPLACE = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE_MARK}
+"""Gemma's normalizer: every space becomes "▁", and nothing else changes."""
+_SPACE_SPLIT = {
+    "type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False,
+}  # fmt: skip
+SPACE_CUT_AFTER = frozenset(map(chr, range(0x21, 0x7F))) - {">"}
+"""The characters after which a space is a stable cut in the ``spaces_replaced`` family (the
+rule ``boundaries`` applies), provided no vocabulary token joins one of them to a "▁"."""
+
+
+def _spaces_replaced(
+    data: Mapping[str, Any], added: tuple[AddedToken, ...]
+) -> tuple[str | None, str | None]:
+    """Gemma's SentencePiece-style BPE: after the space ``Replace`` each stretch between added
+    tokens is merged whole (its ``Split`` on " " finds no space left to split at).  Its cut
+    rule holds when no token of the vocabulary (every merge makes one) holds "▁" right after a
+    character of ``SPACE_CUT_AFTER``, and each of those is a token (so no byte fallback or
+    unknown token is involved)."""
+    pre = data.get("pre_tokenizer")
+    if pre is not None and pre != _SPACE_SPLIT:
+        return None, f"pre-tokenizer {pre.get('type')} after the space Replace has no cut rules"
+    model = data["model"]
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return None, "BPE with subword prefixes or suffixes has no proven cut rules"
+    if any(t.normalized for t in added):
+        return None, "added tokens matched after the space Replace have no proven cut rules"
+    vocab: Mapping[str, int] = model.get("vocab") or {}
+    missing = sorted(c for c in (*SPACE_CUT_AFTER, SPACE_MARK) if c not in vocab)
+    if missing:
+        return None, f"the vocabulary has no token {missing[0]!r}"
+    for token in vocab:
+        at = token.find(SPACE_MARK, 1)
+        while at > 0:
+            if token[at - 1] in SPACE_CUT_AFTER:
+                return None, f"the vocabulary's {token!r} joins {token[at - 1]!r} to a space"
+            at = token.find(SPACE_MARK, at + 1)
+    return "spaces_replaced", None
 
 
 def normalizer_kind(node: Any) -> tuple[NormalForm | None, str | None]:

@@ -4,7 +4,8 @@ Texts are built from fragments that sit on the known traps of each pre-tokenizer
 (docs/design.md#pre-tokenizer-rules-per-family): words that merge across a cut ("pipe"+"line"),
 digit runs split between calls, whitespace runs before words, CRLF and newline absorption,
 contractions in both cases, o200k case splits and "[\\r\\n/]*", CJK, combining marks, emoji ZWJ
-sequences and the text of special tokens, mixed with arbitrary characters so nothing is only
+sequences, the text of special tokens and, for Gemma, literal "▁" and its one token that joins
+a character to a space (">▁</"), mixed with arbitrary characters so nothing is only
 hand-picked.
 """
 
@@ -138,6 +139,16 @@ TRAPS = [
     "9 ",
     "Z ",
     "\n\tif",
+    "[INST]",
+    "[TOOL_CALLS]",
+    "<SPECIAL_20>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<b>",
+    "\u2581",
+    "\u2581\u2581",
+    "> </",
+    "\t\t",
 ]
 
 fragments = st.one_of(

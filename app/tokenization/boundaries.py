@@ -14,13 +14,21 @@ pattern has a look-behind, so matching from c sees exactly what matching T[c:] a
 Both bytes are ASCII: NFC/NFKC neither compose across them nor change them.
 
 ``newline|ascii`` (T[c-1] == "\\n", T[c] printable ASCII other than space), cl100k, Qwen2,
-DeepSeek-V3.  A piece holding "\\n" can only continue over more ``[\\r\\n]`` or whitespace
-(``\\s*[\\r\\n]+``, punctuation's ``[\\r\\n]*``), and whitespace-before-newline is matched by
-``\\s*[\\r\\n]+`` before ``\\s+(?!\\S)`` is tried, so it ends at c both mid-text and at end of
-text.  Letter prefixes ``[^\\r\\n...]?`` exclude "\\n", so nothing right of c reaches back.
-o200k: the same, except that punctuation absorbs ``[\\r\\n/]*``, so T[c] must not be "/".
-GPT-2 (no ``\\s*[\\r\\n]+``): ``\\s+(?!\\S)`` keeps a whitespace run whole at end of text but
-hands its last char on mid-text, so the run before c must be the single "\\n" (T[c-2] printable).
+Qwen3.5, Kimi, DeepSeek-V3.  A piece holding "\\n" can only continue over more ``[\\r\\n]``
+or whitespace (``\\s*[\\r\\n]+``, punctuation's ``[\\r\\n]*``), and whitespace-before-newline
+is matched by ``\\s*[\\r\\n]+`` before ``\\s+(?!\\S)`` is tried, so it ends at c both mid-text
+and at end of text.  Letter prefixes ``[^\\r\\n...]?`` exclude "\\n", so nothing right of c
+reaches back.  o200k and Tekken: the same, except that punctuation absorbs ``[\\r\\n/]*``, so
+T[c] must not be "/".  GPT-2 (no ``\\s*[\\r\\n]+``): ``\\s+(?!\\S)`` keeps a whitespace run
+whole at end of text but hands its last char on mid-text, so the run before c must be the
+single "\\n" (T[c-2] printable).
+
+``printable-but->|space`` (T[c-1] printable ASCII other than ">", T[c] a space), Gemma's
+``spaces_replaced``: no pre-split, each stretch between added tokens is one BPE word after
+spaces become "▁".  A merge makes a vocabulary token, and ``tokenizer_spec`` checked that no
+token holds "▁" right after such a character (and that both are tokens: no byte fallback or
+unknown token), so no merge crosses c; the merges on each side are then those of that side
+alone.  No "▁" is prepended and no BOS added, so T[c:] starts like the middle of a text.
 
 Added tokens are split out first, leftmost-longest.  If no occurrence of any added token crosses
 c, the split of T is the split of T[:c] followed by that of T[c:], so c stays stable.  Tokens
@@ -44,6 +52,7 @@ _ALNUM_SPACE = rb"(?<=[A-Za-z0-9])(?= )"
 _NEWLINE_ASCII = rb"(?<=\n)(?=[!-~])"
 _NEWLINE_ASCII_NO_SLASH = rb"(?<=\n)(?=[!-.0-~])"
 _NEWLINE_AFTER_PRINTABLE = rb"(?<=[!-~]\n)(?=[!-~])"
+_SPACE_AFTER_PRINTABLE = rb"(?<=[!-=?-~])(?= )"  # tokenizer_spec.SPACE_CUT_AFTER
 
 _NEWLINE_SPLIT = {"alnum|space": _ALNUM_SPACE, "newline|ascii": _NEWLINE_ASCII}
 _GPT2 = {"alnum|space": _ALNUM_SPACE, "printable,newline|ascii": _NEWLINE_AFTER_PRINTABLE}
@@ -53,6 +62,10 @@ RULES: dict[str, dict[str, bytes]] = {
     "qwen2": _NEWLINE_SPLIT,
     "deepseek_v3": _NEWLINE_SPLIT,
     "o200k": {"alnum|space": _ALNUM_SPACE, "newline|ascii-but-slash": _NEWLINE_ASCII_NO_SLASH},
+    "tekken": {"alnum|space": _ALNUM_SPACE, "newline|ascii-but-slash": _NEWLINE_ASCII_NO_SLASH},
+    "qwen35": _NEWLINE_SPLIT,
+    "kimi": _NEWLINE_SPLIT,
+    "spaces_replaced": {"printable-but->|space": _SPACE_AFTER_PRINTABLE},
     "gpt2": _GPT2,
     "gpt2_digits": _GPT2,
 }

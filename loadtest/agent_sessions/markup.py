@@ -104,6 +104,72 @@ _DEEPSEEK_V3 = Markup(
 )
 
 
+_MISTRAL = Markup(
+    name="tekken",
+    start_fmt="{role}",
+    end="",
+    bos="<s>",
+    role_tags=(
+        ("system", "[SYSTEM_PROMPT]"),
+        ("user", "[INST]"),
+        ("assistant", ""),
+        ("tool", "[TOOL_RESULTS]"),
+    ),
+    role_ends=(
+        ("system", "[/SYSTEM_PROMPT]"),
+        ("user", "[/INST]"),
+        ("assistant", "</s>"),
+        ("tool", "[/TOOL_RESULTS]"),
+    ),
+    tool_call_fmt="[TOOL_CALLS]{name}[ARGS]{args}",
+    tool_call_sep="",
+)
+
+_GEMMA = Markup(
+    name="gemma3",
+    start_fmt="<start_of_turn>{role}\n",
+    end="<end_of_turn>\n",
+    bos="<bos>",
+    role_tags=(("system", "user"), ("assistant", "model"), ("tool", "user")),
+    tool_call_fmt="```tool_code\n{json}\n```",
+)
+
+
+_GLM = Markup(
+    name="glm",
+    start_fmt="<|{role}|>\n",
+    end="",
+    bos="[gMASK]<sop>",
+    role_tags=(("tool", "observation"),),
+    tool_role="tool",
+    group_tool_results=True,
+    tool_result_open="<tool_response>",
+    tool_result_close="</tool_response>",
+    tool_call_fmt="<tool_call>{name}\n<arg_key>input</arg_key>\n<arg_value>{args}</arg_value>\n"
+    "</tool_call>",
+    think_open="<think>",
+    think_close="</think>\n",
+)
+
+
+_KIMI = Markup(
+    name="kimi",
+    start_fmt="{role}<|im_middle|>",
+    end="<|im_end|>",
+    role_tags=(
+        ("system", "<|im_system|>system"),
+        ("user", "<|im_user|>user"),
+        ("assistant", "<|im_assistant|>assistant"),
+        ("tool", "<|im_system|>tool"),
+    ),
+    tool_calls_open="<|tool_calls_section_begin|>",
+    tool_call_fmt="<|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>{args}"
+    "<|tool_call_end|>",
+    tool_call_sep="",
+    tool_calls_close="<|tool_calls_section_end|>",
+)
+
+
 def _plain(name: str) -> Markup:
     return Markup(
         name=name,
@@ -121,4 +187,9 @@ MARKUPS: dict[str, Markup] = {
     "cl100k": _plain("cl100k"),
     "o200k": _plain("o200k"),
     "smollm2": replace(_CHATML, name="smollm2"),
+    "tekken": _MISTRAL,
+    "qwen35": replace(_CHATML, name="qwen35"),
+    "gemma3": _GEMMA,
+    "glm": _GLM,
+    "kimi": _KIMI,
 }

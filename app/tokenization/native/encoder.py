@@ -35,7 +35,7 @@ from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import Payload, windows_normalized
 from gpu_kernels.plan import EncoderPlan
 
-FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits")
+FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits", "tekken", "qwen35")
 """The scanners of ``scan.c``, in the order of its family codes."""
 
 PROBE_LATER_BELOW = 32 << 10

@@ -10,7 +10,10 @@ enum { K_NONE, K_UPPER, K_LOWER, K_OTHER_LETTER, K_MARK, K_SYMBOL };
 enum { F_NONE, F_S, F_T, F_R, F_E, F_V, F_M, F_L, F_D };
 
 /* Pre-tokenizer families, in the order of encoder.FAMILIES. */
-enum { FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, FAM_GPT2_DIGITS, N_FAMILIES };
+enum {
+    FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, FAM_GPT2_DIGITS, FAM_TEKKEN,
+    FAM_QWEN35, N_FAMILIES
+};
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
  * their class codes (classes[cp]); folds, kinds and numeric are looked up through the tables. */

@@ -117,7 +117,8 @@ static size_t o200k_upper_word(const Stretch *s, size_t i) {
     return u;
 }
 
-static size_t o200k_match(const Stretch *s, size_t i) {
+/* o200k (contractions, digits in threes) and Tekken (neither: \p{N} alone). */
+static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits) {
     uint8_t c = s->cls[i];
     int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
     size_t e = 0;
@@ -125,10 +126,10 @@ static size_t o200k_match(const Stretch *s, size_t i) {
     if (!e) e = o200k_lower_word(s, i);
     if (!e && prefix) e = o200k_upper_word(s, i + 1);
     if (!e) e = o200k_upper_word(s, i);
-    if (e) return e + contraction(s, e);
+    if (e) return contractions ? e + contraction(s, e) : e;
     if (c == C_N) {
         e = i;
-        while (e < s->n && s->cls[e] == C_N && e - i < 3) e++;
+        while (e < s->n && s->cls[e] == C_N && e - i < digits) e++;
         return e;
     }
     size_t p = (s->cp[i] == ' ' && is_punct(CLS(i + 1))) ? i + 1 : i;
@@ -136,6 +137,34 @@ static size_t o200k_match(const Stretch *s, size_t i) {
         e = punct_run(s, p);
         while (e < s->n && (s->cls[e] == C_NL || s->cp[e] == '/')) e++;
         return e;
+    }
+    return whitespace(s, i, s->n, 1);
+}
+
+/* Qwen3.5: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}
+ * | ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ : Qwen2's with marks joining letters
+ * (a mark is class P with kind K_MARK).  A mark also fits the prefix class, but a prefix mark
+ * followed by letters or marks ends where the run from the mark itself does. */
+static inline int letter_or_mark(const Stretch *s, size_t i) {
+    return i < s->n && (s->cls[i] == C_L || s->kinds[s->cp[i]] == K_MARK);
+}
+static inline int punct_not_mark(const Stretch *s, size_t i) {
+    return i < s->n && is_punct(s->cls[i]) && s->kinds[s->cp[i]] != K_MARK;
+}
+
+static size_t qwen35_match(const Stretch *s, size_t i) {
+    uint8_t c = s->cls[i];
+    size_t e = contraction(s, i);
+    if (e) return i + e;
+    if (letter_or_mark(s, i) || (c != C_NL && c != C_N && letter_or_mark(s, i + 1))) {
+        for (e = i + 1; letter_or_mark(s, e); e++) {}
+        return e;
+    }
+    if (c == C_N) return i + 1;
+    size_t p = (s->cp[i] == ' ' && punct_not_mark(s, i + 1)) ? i + 1 : i;
+    if (punct_not_mark(s, p)) {
+        for (e = p; punct_not_mark(s, e); e++) {}
+        return run_of(s, e, C_NL);
     }
     return whitespace(s, i, s->n, 1);
 }
@@ -239,7 +268,9 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
         case FAM_CL100K: i = cl100k_match(s, i, 3); break;
         case FAM_QWEN2: i = cl100k_match(s, i, 1); break;
         case FAM_GPT2: i = gpt2_match(s, i); break;
-        default: i = o200k_match(s, i); break;
+        case FAM_TEKKEN: i = o200k_match(s, i, 0, 1); break;
+        case FAM_QWEN35: i = qwen35_match(s, i); break;
+        default: i = o200k_match(s, i, 1, 3); break;
         }
     }
     return k;
