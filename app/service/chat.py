@@ -17,16 +17,14 @@ from typing import Any
 
 import anyio.to_thread
 import httpx
-from tokenizers.decoders import DecodeStream
 
 from app.errors import (
     ContextOverflowError,
     NotFoundError,
     SystemTurnError,
     TemplateError,
-    UpstreamTruncatedError,
 )
-from app.generation import ToolFormat, Usage
+from app.generation import ToolFormat
 from app.memos import Memos
 from app.pieced_text import PiecedText, joined
 from app.protocol.chat_fields import forwarded
@@ -37,6 +35,7 @@ from app.protocol.output import Reasoning, reasoning_markers
 from app.rendering import ChatTemplate, RenderCache
 from app.rendering.continuation import continued
 from app.service.callers import Caller, session_key
+from app.service.text_answer import INLINE_BYTES, StreamedText, finished, stop_strings, whole_text
 from app.sessions import SessionTokenizer
 from app.sessions.ids_json import IdsJsonCache
 from app.sessions.typed_specials import TypedSpecials
@@ -47,10 +46,10 @@ from app.telemetry.timings import Timings
 from app.tokenization import Encoding
 from app.upstream.answers import chat_answer
 from app.upstream.client import TraceHook, UpstreamClient, sse_events
-from app.upstream.dialect import Dialect, Generated, Prompt, UpstreamCall
+from app.upstream.dialect import Dialect, Prompt, UpstreamCall
 from app.upstream.learned import Learned
 from app.upstream.readiness import Readiness
-from app.upstream.stops import StopTrim, trimmed
+from app.upstream.stops import StopStrings
 
 log = logging.getLogger(__name__)
 
@@ -290,16 +289,18 @@ class ChatService:
         payload = await self.client.post_json(path, body, trace, headers)
         if self.dialect.chat_native:
             completion = chat_answer(payload, chunk=False)
-            _finished(_chat_finish_reason(completion))
+            finished(_chat_finish_reason(completion))
             return dict(completion, model=prepared.request.model)
-        generated = self.dialect.response(payload, prepared.encoding.ids.size)
-        text = self._decode_all(generated, prepared.call.sampling.stop)
-        assembler = self._assembler(prepared)
-        return assembler.completion(
-            text,
-            _finished(generated.finish_reason),
-            generated.usage or Usage(prepared.call.prompt.n_ids, 0),
-            generated.stop_sequence,
+        stops = await self._stop_strings(prepared)
+        return await anyio.to_thread.run_sync(  # a thread hop is nothing beside a generation
+            whole_text,
+            self.dialect,
+            self.tokenizer.reference.tokenizer,
+            self._assembler(prepared),
+            stops,
+            payload,
+            prepared.call.prompt.n_ids,
+            bool(prepared.call.special_tokens),
         )
 
     async def chunks(self, prepared: PreparedChat) -> AsyncIterator[dict[str, Any] | None]:
@@ -322,41 +323,39 @@ class ChatService:
     async def _chunks(
         self, prepared: PreparedChat, response: httpx.Response
     ) -> AsyncIterator[dict[str, Any]]:
-        n_ids = prepared.call.prompt.n_ids
+        """The answer's chunks; an upstream event of ``INLINE_BYTES`` or more is worked in a
+        worker thread (``StreamedText``)."""
         if self.dialect.chat_native:
             reason = None
-            async for payload in sse_events(response, self.client.max_line_bytes):
+            async for payload, _ in sse_events(response, self.client.max_line_bytes):
                 chunk = chat_answer(payload, chunk=True)
                 reason = _chat_finish_reason(chunk) or reason
                 yield dict(chunk, model=prepared.request.model)
-            _finished(reason)
+            finished(reason)
             return
         assembler = self._assembler(prepared)
         yield assembler.first_chunk()
-        decoder = DecodeStream(skip_special_tokens=True) if self.dialect.tokens_out else None
-        stops = StopTrim(prepared.call.sampling.stop if decoder is not None else [])
-        seen = 0
-        finish_reason: str | None = None
-        stop_sequence: str | None = None
-        usage: Usage | None = None
-        async for payload in sse_events(response, self.client.max_line_bytes):
-            piece = self.dialect.event(payload, n_ids)
-            text = self._decode(piece, decoder)
-            if piece.cumulative:
-                text, seen = text[seen:], len(text)
+        answer = StreamedText(
+            self.dialect,
+            self.tokenizer.reference.tokenizer,
+            assembler,
+            await self._stop_strings(prepared),
+            prepared.call.prompt.n_ids,
+            bool(prepared.call.special_tokens),
+        )
+        async for payload, size in sse_events(response, self.client.max_line_bytes):
+            if size < INLINE_BYTES:
+                chunks = answer.step(payload)
             else:
-                seen += len(text)
-            for chunk in assembler.chunks(stops.feed(text)):
+                chunks = await anyio.to_thread.run_sync(answer.step, payload)
+            for chunk in chunks:
                 yield chunk
-            finish_reason = piece.finish_reason or finish_reason
-            stop_sequence = piece.stop_sequence or stop_sequence
-            usage = piece.usage or usage
-        for chunk in assembler.chunks(stops.end()):
+        for chunk in answer.end(prepared.request.include_usage):
             yield chunk
-        for chunk in assembler.last_chunks(
-            _finished(finish_reason), usage, prepared.request.include_usage, stop_sequence
-        ):
-            yield chunk
+
+    async def _stop_strings(self, prepared: PreparedChat) -> StopStrings:
+        """The stop strings we cut at: a tokens-out upstream's (the others cut themselves)."""
+        return await stop_strings(prepared.call.sampling.stop if self.dialect.tokens_out else [])
 
     def _assembler(self, prepared: PreparedChat) -> ChatAssembler:
         return ChatAssembler(
@@ -366,20 +365,6 @@ class ChatService:
             reasoning=self.card.reasoning,
             starts_in_reasoning=prepared.starts_in_reasoning,
         )
-
-    def _decode(self, generated: Generated, decoder: DecodeStream | None) -> str:
-        if decoder is None:
-            return generated.text
-        pieces = (decoder.step(self.tokenizer.reference.tokenizer, t) for t in generated.token_ids)
-        return "".join(p for p in pieces if p)
-
-    def _decode_all(self, generated: Generated, stops: list[str]) -> str:
-        """The output's text; ids we detokenize are cut at the stop string (see ``stops``)."""
-        if not self.dialect.tokens_out:
-            return generated.text
-        ids = list(generated.token_ids)
-        text = self.tokenizer.reference.tokenizer.decode(ids, skip_special_tokens=True)
-        return trimmed(str(text), stops)
 
     def _system_turn_refused(
         self,
@@ -411,15 +396,6 @@ class ChatService:
 def _trace_headers(timings: Timings) -> dict[str, str] | None:
     """The W3C trace headers the upstream request carries (the request's trace, joined)."""
     return None if timings.trace is None else timings.trace.upstream_headers()
-
-
-def _finished(reason: str | None) -> str:
-    """The upstream's finish reason; an answer without one was cut short."""
-    if reason is None:
-        raise UpstreamTruncatedError(
-            "the upstream's answer ended without a finish reason: it was cut short"
-        )
-    return reason
 
 
 def _chat_finish_reason(payload: Any) -> str | None:

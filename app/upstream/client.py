@@ -167,8 +167,9 @@ async def bounded_read(response: httpx.Response, limit: int, *, cut: bool = Fals
     return b"".join(parts)
 
 
-async def sse_events(response: httpx.Response, max_line: int) -> AsyncIterator[Any]:
-    """JSON payloads of an upstream SSE stream's ``data:`` lines, until ``[DONE]``; the rest
+async def sse_events(response: httpx.Response, max_line: int) -> AsyncIterator[tuple[Any, int]]:
+    """(JSON payload, its size in bytes) of an upstream SSE stream's ``data:`` lines, until
+    ``[DONE]``; the rest
     of the body is then read (up to ``max_line`` bytes), so that the connection goes back to
     the pool (httpx closes a connection whose response was left unread, and the next call
     would connect anew).  A line over ``max_line`` bytes raises ``UpstreamTooLargeError``
@@ -186,7 +187,7 @@ async def sse_events(response: httpx.Response, max_line: int) -> AsyncIterator[A
                 payload = _json(data)
                 if isinstance(payload, dict) and "error" in payload:
                     raise UpstreamUnavailableError(f"upstream stream error: {payload['error']}")
-                yield payload
+                yield payload, len(data)
     except httpx.TimeoutException as exc:
         raise UpstreamTimeoutError("upstream stalled mid-stream") from exc
     except httpx.TransportError as exc:
