@@ -50,6 +50,13 @@ def test_several_calls_without_thinking() -> None:
     )
 
 
+def test_text_after_the_section_is_content() -> None:
+    text = f"{BEGIN}{CALL}f{SEP}{{}}{CALL_END}{END}Waiting for the result."
+    assert_every_split(deepseek, text, ParsedOutput("Waiting for the result.", None, [
+        ToolCall("call_0000", "f", "{}")
+    ]))  # fmt: skip
+
+
 def test_nested_arguments_and_markers_in_strings() -> None:
     arguments = (
         '{"patch": {"file": "x.md", "lines": ["' + CALL_END + END + '", "' + SEP + '"]}, "n": 2}'

@@ -37,6 +37,13 @@ def test_a_call_after_the_python_tag() -> None:
     assert_every_split(llama, "<|python_tag|>" + WEATHER, ParsedOutput(None, None, [WEATHER_CALL]))
 
 
+def test_text_then_a_tagged_call() -> None:
+    text = "Let me check the weather.\n<|python_tag|>" + WEATHER
+    assert_every_split(
+        llama, text, ParsedOutput("Let me check the weather.\n", None, [WEATHER_CALL])
+    )
+
+
 def test_several_calls_separated_by_semicolons() -> None:
     text = (
         '\n{"name": "read_file", "parameters": {"path": "a.py"}}; '

@@ -38,6 +38,13 @@ def test_several_calls_and_llama4_tags() -> None:
     )
 
 
+def test_text_then_a_tagged_list() -> None:
+    text = "Checking the time.<|python_start|>[get_time(tz='UTC')]<|python_end|>"
+    assert_every_split(pythonic, text, ParsedOutput("Checking the time.", None, [
+        ToolCall("call_0000", "get_time", '{"tz": "UTC"}')
+    ]))  # fmt: skip
+
+
 def test_nested_literals() -> None:
     text = (
         "[plot(points=[(1, -2.5), (3, +4)], style={'color': 'red', 'dash': None}, "
