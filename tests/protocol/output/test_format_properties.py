@@ -196,3 +196,30 @@ def test_no_output_is_lost(fmt: ToolFormat, data: st.DataObject) -> None:
 def test_no_output_is_lost_can_fail() -> None:
     """The comparison sees a dropped letter (guards against a vacuous property)."""
     assert letters("kimi_k2", "<think>ab</think> c") != letters("kimi_k2", "<think>a</think> c")
+
+
+DEEP = "[" * 50_000 + "]" * 50_000
+DEEPLY_NESTED: list[tuple[ToolFormat, str]] = [
+    (
+        "kimi_k2",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+        f'{{"x": {DEEP}}}<|tool_call_end|><|tool_calls_section_end|>',
+    ),
+    (
+        "deepseek_v31",
+        f'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{{"x": {DEEP}}}'
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ),
+    ("mistral", f'[TOOL_CALLS]f[ARGS]{{"x": {DEEP}}}'),
+    ("llama3_json", f'{{"name": "f", "parameters": {{"x": {DEEP}}}}}'),
+    ("pythonic", f"[f(x={DEEP})]"),  # the parser refuses the nesting
+    ("pythonic", f"[f(x={'-' * 50_000}1)]"),  # runs out of memory
+    ("pythonic", f"[f(x={'1+' * 100_000}1)]"),  # runs out of stack
+]
+
+
+@pytest.mark.parametrize(("fmt", "text"), DEEPLY_NESTED)
+def test_arguments_nested_too_deeply_are_text_not_an_error(fmt: ToolFormat, text: str) -> None:
+    assert make_parser(reasoning=False, tool_format=fmt).parse(text) == parsed(
+        [ChatDelta(content=text)]
+    )
