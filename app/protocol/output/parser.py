@@ -17,6 +17,7 @@ be a tool call at all, and a delta once sent cannot be taken back.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from enum import Enum, auto
 
 from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
@@ -121,13 +122,7 @@ class OutputParser:
     # --- the state machine -------------------------------------------------------------
 
     def _advance(self, out: list[ChatDelta], *, final: bool) -> None:
-        step = {
-            _State.START: self._start,
-            _State.REASONING: self._reasoning,
-            _State.CONTENT: self._content,
-            _State.TOOL: self._tool,
-        }
-        while step[self._state](out, final):
+        while _STEPS[self._state](self, out, final):
             pass
 
     def _start(self, out: list[ChatDelta], final: bool) -> bool:
@@ -252,3 +247,12 @@ class OutputParser:
                 out[-1] = ChatDelta(reasoning_content=last.reasoning_content + reasoning)
             else:
                 out.append(ChatDelta(reasoning_content=reasoning))
+
+
+_STEPS: dict[_State, Callable[[OutputParser, list[ChatDelta], bool], bool]] = {
+    _State.START: OutputParser._start,
+    _State.REASONING: OutputParser._reasoning,
+    _State.CONTENT: OutputParser._content,
+    _State.TOOL: OutputParser._tool,
+}
+"""Each state's step: True when it changed state and the next step should run."""

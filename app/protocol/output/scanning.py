@@ -7,6 +7,7 @@ tail could still grow into a tag and has to be held back.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -16,11 +17,23 @@ def partial_tag_start(text: str, tags: Sequence[str], start: int = 0) -> int:
 
     Returns ``len(text)`` when no tail could grow into a tag.
     """
-    for cut in range(max(start, len(text) - max(map(len, tags)) + 1), len(text)):
-        tail = text[cut:]
-        if any(tag.startswith(tail) for tag in tags):
-            return cut
+    firsts, longest = _shape(tuple(tags))
+    low = max(start, len(text) - longest + 1)
+    # A tail can only grow into a tag from a tag's first character: most texts have none
+    # near their end, which str.find tells without a Python loop.
+    hits = [at for first in firsts if (at := text.find(first, low)) >= 0]
+    for cut in range(min(hits, default=len(text)), len(text)):
+        if text[cut] in firsts:
+            tail = text[cut:]
+            if any(tag.startswith(tail) for tag in tags):
+                return cut
     return len(text)
+
+
+@functools.cache
+def _shape(tags: tuple[str, ...]) -> tuple[str, int]:
+    """The first characters of ``tags`` and the longest one's length."""
+    return "".join(sorted({tag[0] for tag in tags})), max(map(len, tags))
 
 
 def find_tag(text: str, tags: Sequence[str], start: int = 0) -> tuple[int, str] | None:
