@@ -58,6 +58,7 @@ class MistralCallEnd:
         self._pos = 0
         self._value: JsonCursor | None = None
         self._head_seen = False  # a name character or marker has been read
+        self._after_args = False  # [ARGS] was the last thing read: whitespace may follow
 
     def find(self, body: str) -> int | None:
         """Where the call ends in ``body`` (the text after ``[TOOL_CALLS]``), if yet."""
@@ -69,6 +70,7 @@ class MistralCallEnd:
             if marker is not None:
                 self._pos += len(marker)
                 self._head_seen = True
+                self._after_args = marker == ARGS
                 continue
             if char == "[" and partial_tag_start(body, _HEAD_MARKERS, self._pos) == self._pos:
                 return None  # a marker still arriving
@@ -76,9 +78,9 @@ class MistralCallEnd:
                 self._value = JsonCursor(ends_with_value=True)
                 self._value.pos = self._pos
                 return self._value.scan(body)
-            if _NAME_CHAR.match(char):
+            if _NAME_CHAR.match(char) and not self._after_args:
                 self._head_seen = True
-            elif not (char.isspace() and not self._head_seen):
+            elif not (char.isspace() and (self._after_args or not self._head_seen)):
                 return self._pos
             self._pos += 1
         return None

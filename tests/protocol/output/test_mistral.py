@@ -92,6 +92,13 @@ def test_nested_arguments_and_markers_in_strings() -> None:
     )
 
 
+def test_whitespace_around_the_arguments() -> None:
+    text = '\n[TOOL_CALLS]f[ARGS] {"a": 1}\n'
+    assert_every_split(mistral, text, ParsedOutput(None, None, [
+        ToolCall("call_0000", "f", '{"a": 1}')
+    ]))  # fmt: skip
+
+
 def test_text_after_a_call_is_content() -> None:
     """vLLM drops it; it is the model's output, so it is kept."""
     text = '[TOOL_CALLS]f[ARGS]{"a": 1} and then some text'
@@ -113,6 +120,8 @@ def test_malformed_calls_are_text() -> None:
         "[TOOL_CALLS]f[ARGS]not json",
         '[TOOL_CALLS]f[ARGS]["a list"]',
         "[TOOL_CALLS] I cannot call tools.",
+        "[TOOL_CALLS]f[ARGS]g{}",
+        "[TOOL_CALLS]f [ARGS]{}",
         '[TOOL_CALLS][{"name": "f"}, {"arguments": {}}]',
     ):
         assert mistral().parse(text) == ParsedOutput(text, None, []), text
