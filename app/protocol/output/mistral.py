@@ -78,7 +78,7 @@ class MistralCallEnd:
                 self._value = JsonCursor(ends_with_value=True)
                 self._value.pos = self._pos
                 return self._value.scan(body)
-            if _NAME_CHAR.match(char) and not self._after_args:
+            if _NAME_CHAR.match(char):
                 self._head_seen = True
             elif not (char.isspace() and (self._after_args or not self._head_seen)):
                 return self._pos
