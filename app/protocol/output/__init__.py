@@ -16,8 +16,9 @@ Adding a format (the contract, ``interface.py``):
 - A tag-delimited format sets ``calls=TagCalls(...)``: the markers that ``opens`` a block,
   its ``close`` marker (None: there is none, and the block ends where the scanner says, or
   at the end of the output), a ``block_end`` factory (a fresh ``BlockEnd`` scanner per
-  block, which may skip a closing marker that sits inside a string or value) and ``decode(block, schemas)``: the block's calls as
-  ``(name, arguments JSON)`` pairs (a section may hold several), or None when malformed.
+  block, which may skip a closing marker that sits inside a string or value) and
+  ``decode(block, schemas)``: the block's calls as ``(name, arguments JSON)`` pairs (a
+  section may hold several), or None when malformed.
   Values the format writes as raw text are typed with ``schema.convert_value``; arguments
   are serialised with ``schema.encode_call``, except where the model writes them as one JSON
   object: that text goes on as written (``json_args.json_object_text``), as vLLM passes it
