@@ -6,17 +6,27 @@ and the problem named."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import FastAPI
 
 from app.errors import BadRequestError, TokenizerSpecError
 from app.protocol.openai_chat import parse_chat_request
 from app.sessions import SessionTokenizer
+from tests.api.servers import StubUpstream
 from tests.api.test_faults import assert_openai_error
 from tests.telemetry.test_http import MODEL, proxy
 
 HELLO = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}
+
+
+@pytest.fixture(scope="module")
+def served(smollm2_dir: Path) -> Iterator[tuple[FastAPI, httpx.Client, StubUpstream]]:
+    with proxy(smollm2_dir) as running:
+        yield running
 
 
 @pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens", "seed"])
@@ -26,34 +36,49 @@ def test_a_boolean_is_no_integer(field: str) -> None:
     parse_chat_request(HELLO | {field: 3})
 
 
-def test_trace_page_and_favicon(smollm2_dir: Path) -> None:
-    with proxy(smollm2_dir) as (app, client, stub):
-        for field in ("max_tokens", "seed"):
-            reply = client.post("/v1/chat/completions", json=HELLO | {field: True})
-            assert field in assert_openai_error(reply, 400)["message"]
-        assert stub.requests == []
-        mine = {"x-session-id": "my-session", "authorization": "Bearer k"}
-        assert client.post("/v1/chat/completions", json=HELLO, headers=mine).status_code == 200
-        assert client.post("/v1/chat/completions", json=HELLO).status_code == 200
-        app.state.telemetry.drain()
+def test_a_boolean_is_a_400_in_openais_format(
+    served: tuple[FastAPI, httpx.Client, StubUpstream],
+) -> None:
+    _, client, stub = served
+    sent = len(stub.requests)
+    for field in ("max_tokens", "seed"):
+        reply = client.post("/v1/chat/completions", json=HELLO | {field: True})
+        assert field in assert_openai_error(reply, 400)["message"]
+    assert len(stub.requests) == sent
 
-        def shown(session: str) -> tuple[int, list[str]]:
-            data = client.get("/debug/traces.json", params={"session": session}).json()
-            return data["total"], [r["session"] for r in data["requests"]]
 
-        total, everything = shown("")
-        assert total == 2 and len(set(everything)) == 2
-        digest = everything[1]  # the older one: my-session's
-        assert shown("my-session") == (2, [digest])
-        assert shown(digest) == (2, [digest])
-        assert shown("someone-else") == (2, [])
-        page = client.get("/debug/traces", params={"session": "my-session"}).text
-        assert digest in page and everything[0] not in page
+def test_the_trace_page_finds_the_session_id_the_client_sent(
+    served: tuple[FastAPI, httpx.Client, StubUpstream],
+) -> None:
+    app, client, _ = served
+    mine = {"x-session-id": "my-session", "authorization": "Bearer k"}
+    assert client.post("/v1/chat/completions", json=HELLO, headers=mine).status_code == 200
+    assert client.post("/v1/chat/completions", json=HELLO).status_code == 200
+    app.state.telemetry.drain()
 
-        favicon = client.get("/favicon.ico")
-        assert favicon.status_code == 204 and favicon.content == b""
-        refused = client.get("/debug/traces.json").json()["refused"]
-        assert [r["status"] for r in refused] == [400, 400]  # the booleans, no favicon
+    def shown(session: str) -> list[str]:
+        data = client.get("/debug/traces.json", params={"session": session}).json()
+        return [r["session"] for r in data["requests"]]
+
+    everything = shown("")
+    digest, other = everything[1], everything[0]  # my-session's is the older one
+    assert shown("my-session") == [digest]
+    assert shown(digest) == [digest]
+    assert shown("someone-else") == []
+    data = client.get("/debug/traces.json", params={"session": "my-session"}).json()
+    assert data["total"] == len(everything)  # the page's "1 of N"
+    page = client.get("/debug/traces", params={"session": "my-session"}).text
+    assert digest in page and other not in page
+
+
+def test_a_favicon_request_is_no_refused_call(
+    served: tuple[FastAPI, httpx.Client, StubUpstream],
+) -> None:
+    _, client, _ = served
+    favicon = client.get("/favicon.ico")
+    assert favicon.status_code == 204 and favicon.content == b""
+    refused = client.get("/debug/traces.json").json()["refused"]
+    assert all(r["path"] != "/favicon.ico" for r in refused)
 
 
 @pytest.mark.parametrize(
