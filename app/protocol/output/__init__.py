@@ -34,7 +34,9 @@ The rules every parser keeps:
   ``"\\nx\\n"`` and content ``"\\n\\ny"``), and Qwen3's chat template strips them itself when
   the message comes back. ``starts_in_reasoning`` is for prompts that already opened the
   reasoning block; otherwise only a marker opening the output starts reasoning. Output cut
-  off inside reasoning is all reasoning (as in vLLM).
+  off inside reasoning is all reasoning (as in vLLM). Where the format says so
+  (``TagCalls.end_reasoning``), a call's opening marker ends the reasoning too: the model went
+  on to the call without closing it (vLLM reads GLM, MiniMax, DSML, Gemma 4, Seed-OSS so).
 - A tool call is emitted whole, one delta with id, name and complete arguments, when its
   block closes (all the calls of a section when the section closes): a malformed call must
   come back as text, and a delta once sent cannot be taken back. Text that is not a

@@ -66,5 +66,6 @@ FORMAT = Format(
         other_closes=CLOSES[1:],
         block_end=dsml_section_end,
         decode=decode_dsml,
+        end_reasoning=True,
     ),
 )

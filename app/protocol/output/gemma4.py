@@ -146,6 +146,7 @@ FORMAT = Format(
         close=TOOL_CALL_CLOSE,
         block_end=gemma4_block_end,
         decode=decode_gemma4,
+        end_reasoning=True,
     ),
     special_tokens=(
         TOOL_CALL_OPEN,

@@ -77,7 +77,11 @@ def decode_glm(block: str, schemas: Schemas) -> list[Call] | None:
 
 
 _CALLS = TagCalls(
-    opens=(TOOL_CALL_OPEN,), close=TOOL_CALL_CLOSE, block_end=glm_block_end, decode=decode_glm
+    opens=(TOOL_CALL_OPEN,),
+    close=TOOL_CALL_CLOSE,
+    block_end=glm_block_end,
+    decode=decode_glm,
+    end_reasoning=True,
 )
 _SPECIAL = (
     TOOL_CALL_OPEN,

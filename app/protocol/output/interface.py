@@ -83,6 +83,10 @@ class TagCalls:
     close: str | None
     block_end: Callable[[], BlockEnd]
     decode: Callable[[str, Schemas], list[Call] | None]
+    end_reasoning: bool = False
+    """An opening marker inside reasoning ends the reasoning: the model went on to a call
+    without writing the closing marker (vLLM reads GLM, MiniMax, DSML, Gemma 4 and Seed-OSS
+    so). Otherwise a call written inside reasoning is reasoning text."""
     other_closes: tuple[str, ...] = ()
     """Variant spellings of ``close`` the scanner may also report (DeepSeek V3.2 and V4 wrap
     their calls differently); the marker found at the reported position is the one consumed."""

@@ -55,6 +55,7 @@ FORMAT = Format(
         close=SECTION_CLOSE,
         block_end=minimax_section_end,
         decode=decode_minimax,
+        end_reasoning=True,
     ),
     special_tokens=(SECTION_OPEN, SECTION_CLOSE, "<think>", "</think>"),
 )

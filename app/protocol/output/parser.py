@@ -76,6 +76,10 @@ class OutputParser:
         if reasoning is not None:
             self._state = _State.REASONING if options.starts_in_reasoning else _State.START
         self._think = reasoning or THINK
+        ends: tuple[str, ...] = (self._think.close,)
+        if calls is not None and calls.end_reasoning:
+            ends += calls.opens
+        self._reasoning_ends = ends  # what a reasoning tail may be growing into
         self._calls = calls
         self._tools = options.tools
         self._schemas: Schemas | None = None  # built at the first block
@@ -141,6 +145,13 @@ class OutputParser:
     def _reasoning(self, out: list[ChatDelta], final: bool) -> bool:
         closing = self._think.close
         end = self._buffer.find(closing)
+        call = self._call_in_reasoning(end)
+        if call >= 0:  # the model went on to a call without closing its reasoning
+            self._emit(out, reasoning=self._buffer[:call])
+            self._buffer = self._buffer[call:]
+            self._state = _State.CONTENT
+            self._begin_segment(after_tool_call=False)
+            return True
         if end >= 0:
             self._emit(out, reasoning=self._buffer[:end])
             self._buffer = self._buffer[end + len(closing) :]
@@ -148,10 +159,19 @@ class OutputParser:
             self._after_think = True
             self._begin_segment(after_tool_call=False)
             return True
-        cut = len(self._buffer) if final else partial_tag_start(self._buffer, (closing,))
+        cut = len(self._buffer) if final else partial_tag_start(self._buffer, self._reasoning_ends)
         self._emit(out, reasoning=self._buffer[:cut])
         self._buffer = self._buffer[cut:]
         return False
+
+    def _call_in_reasoning(self, end: int) -> int:
+        """Where a call opens before ``end`` (the closing marker, -1: none yet) for a format
+        whose calls end its reasoning (``TagCalls.end_reasoning``); -1 when none does."""
+        calls = self._calls
+        if calls is None or not calls.end_reasoning:
+            return -1
+        hit = find_tag(self._buffer[: end if end >= 0 else len(self._buffer)], calls.opens)
+        return -1 if hit is None else hit[0]
 
     def _content(self, out: list[ChatDelta], final: bool) -> bool:
         if self._after_think:

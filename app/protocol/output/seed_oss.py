@@ -40,6 +40,7 @@ FORMAT = Format(
         close=TOOL_CALL_CLOSE,
         block_end=seed_block_end,
         decode=decode_qwen3_coder,
+        end_reasoning=True,
     ),
     special_tokens=(TOOL_CALL_OPEN, TOOL_CALL_CLOSE, SEED_THINK.open, SEED_THINK.close),
 )

@@ -154,3 +154,38 @@ def test_no_output_is_lost(fmt: ToolFormat, data: st.DataObject) -> None:
 def test_no_output_is_lost_can_fail() -> None:
     """The comparison sees a dropped letter (guards against a vacuous property)."""
     assert letters("glm47", "<think>ab</think> c") != letters("glm47", "<think>a</think> c")
+
+
+CALL_IN_REASONING: dict[ToolFormat, str] = {
+    "glm45": "<tool_call>f\n<arg_key>n</arg_key>\n<arg_value>5</arg_value>\n</tool_call>",
+    "glm47": "<tool_call>f<arg_key>n</arg_key><arg_value>5</arg_value></tool_call>",
+    "minimax_m2": '<minimax:tool_call><invoke name="f"><parameter name="n">5</parameter>'
+    "</invoke></minimax:tool_call>",
+    "seed_oss": "<seed:tool_call><function=f><parameter=n>5</parameter></function>"
+    "</seed:tool_call>",
+    "deepseek_v32": f'<{D}tool_calls><{D}invoke name="f"><{D}parameter name="n" string="false">5'
+    f"</{D}parameter></{D}invoke></{D}tool_calls>",
+    "gemma4": "<|tool_call>call:f{n:5}<tool_call|>",
+}
+
+
+@pytest.mark.parametrize("fmt", list(CALL_IN_REASONING))
+def test_a_call_before_the_reasoning_closes_ends_it(fmt: ToolFormat) -> None:
+    """The model went on to a call without closing its reasoning (the prompt opened it): the
+    call is a call, as vLLM reads these formats, in every split."""
+    text = "Plan: call f.\n" + CALL_IN_REASONING[fmt] + "\nDone."
+
+    def new() -> Any:
+        return make_parser(reasoning=True, tool_format=fmt, tools=TOOLS, starts_in_reasoning=True)
+
+    out = new().parse(text)
+    assert (out.reasoning_content, out.content) == ("Plan: call f.\n", "\nDone.")
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [("f", '{"n": 5}')]
+    for cut in range(1, len(text)):
+        assert parsed(stream(new(), [text[:cut], text[cut:]])) == out, cut
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_coder"])
+def test_qwen3_calls_inside_reasoning_stay_reasoning(fmt: ToolFormat) -> None:
+    text = "<think>Maybe <tool_call>"
+    assert make_parser(reasoning=True, tool_format=fmt).parse(text).reasoning_content == text[7:]
