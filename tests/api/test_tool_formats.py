@@ -43,7 +43,7 @@ CASES = {
     ),
     "MiniMax-M2": (
         "minimax_m2",
-        "Paris, two days.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+        'Paris, two days.\n</think>\n\n<minimax:tool_call>\n<invoke name="get_weather">\n'
         '<parameter name="city">Paris</parameter>\n<parameter name="days">2</parameter>\n'
         "</invoke>\n</minimax:tool_call>",
         "Paris, two days.\n",
@@ -68,6 +68,34 @@ CASES = {
         f"<|channel>thought\nParis, two days.<channel|>"
         f"<|tool_call>call:get_weather{{city:{Q}Paris{Q},days:2}}<tool_call|>",
         "\nParis, two days.",
+    ),
+    "moonshotai-Kimi-K2": (
+        "kimi_k2",
+        "<think>Paris, two days.</think><|tool_calls_section_begin|><|tool_call_begin|>"
+        'functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris", "days": 2}'
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        "Paris, two days.",
+    ),
+    "deepseek-ai-DeepSeek-V3.1": (
+        "deepseek_v31",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+        '{"city": "Paris", "days": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        None,
+    ),
+    "Mistral-Small-3.2-24B-Instruct-2506": (
+        "mistral",
+        '[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris", "days": 2}',
+        None,
+    ),
+    "unsloth-mistral-Devstral-Small-2507": (
+        "mistral",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 2}',
+        None,
+    ),
+    "meta-llama-Llama-3.1-8B-Instruct": (
+        "llama3_json",
+        '{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}',
+        None,
     ),
 }
 
