@@ -18,7 +18,10 @@ Adding a format (the contract, ``interface.py``):
   at the end of the output), a ``block_end`` factory (a fresh ``BlockEnd`` scanner per
   block, which may skip a closing marker that sits inside a string or value) and
   ``decode(block, schemas)``: the block's calls as ``(name, arguments JSON)`` pairs (a
-  section may hold several), or None when malformed.
+  section may hold several), or None when malformed; ``other_closes`` for variant closing
+  markers. Building blocks: ``scanning.ValueSkippingEnd`` (the scanner of XML-like formats
+  with bare-text values), ``invokes`` (sections of ``invoke`` elements), ``marker_sections``
+  (sections of marker tokens around JSON arguments).
   Values the format writes as raw text are typed with ``schema.convert_value``; arguments
   are serialised with ``schema.encode_call``, except where the model writes them as one JSON
   object: that text goes on as written (``json_args.json_object_text``), as vLLM passes it
