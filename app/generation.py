@@ -80,6 +80,17 @@ class Sampling:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One output token's log probability as an upstream reports it: its text, its bytes,
+    and (for a chosen token) the likeliest alternatives at its position, likeliest first."""
+
+    token: str
+    logprob: float
+    bytes: bytes
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int

@@ -17,6 +17,8 @@ The mapping, block by block:
 * images and documents -> 400: the proxy sends token ids to a text-only model.
 * ``tools`` / ``tool_choice`` / ``stop_sequences`` / ``thinking`` -> their OpenAI forms;
   ``max_tokens`` is required, as Anthropic requires it.
+* ``output_config.format`` (or the beta's ``output_format``), a JSON schema -> the chat
+  ``response_format``.  Anthropic's API has no log probabilities: nothing to carry.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import orjson
 from app.errors import BadRequestError
 from app.memos import Memos
 from app.protocol.json_text import text_size
+from app.protocol.output_options import anthropic_fields
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
 _MEDIA = frozenset({"image", "document", "search_result", "container_upload"})
@@ -190,6 +193,7 @@ def _translate(
                 "thinking.type: must be 'enabled' or 'disabled'", param="thinking"
             )
         chat["chat_template_kwargs"] = {"enable_thinking": kind != "disabled"}
+    chat |= anthropic_fields(body)
     return Translated(chat, validated), _Turns(out, system_message, sources, ends, sizes)
 
 

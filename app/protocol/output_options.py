@@ -127,3 +127,55 @@ def top_logprobs(value: Any, param: str) -> int | None:
             f"'{param}' must be an integer from 0 to {MAX_TOP_LOGPROBS}", param=param
         )
     return value
+
+
+def responses_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat fields of a Responses body's ``text.format``; its log probabilities
+    (``top_logprobs``, ``include`` of ``message.output_text.logprobs``) are a 400: this proxy
+    does not carry them into Responses' output."""
+    if body.get("top_logprobs") is not None:
+        raise BadRequestError(
+            "'top_logprobs' is not supported on the Responses API by this proxy; the chat "
+            "completions API carries log probabilities",
+            param="top_logprobs",
+        )
+    include = body.get("include")
+    if isinstance(include, list) and "message.output_text.logprobs" in include:
+        raise BadRequestError(
+            "include 'message.output_text.logprobs' is not supported on the Responses API by "
+            "this proxy; the chat completions API carries log probabilities",
+            param="include",
+        )
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if fmt is None:
+        return {}
+    if not isinstance(fmt, dict):
+        raise BadRequestError("'text.format' must be an object", param="text.format")
+    return _chat_format(format_of(fmt.get("type"), fmt.get("schema"), "text.format"))
+
+
+def anthropic_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat fields of an Anthropic body's structured output: ``output_config.format``
+    or the earlier beta's ``output_format``, both ``{"type": "json_schema", "schema": ...}``."""
+    config = body.get("output_config")
+    fmt, param = (
+        (config.get("format"), "output_config.format") if isinstance(config, dict) else (None, "")
+    )
+    if fmt is None:
+        fmt, param = body.get("output_format"), "output_format"
+    if fmt is None:
+        return {}
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        raise BadRequestError(f"{param}: the type must be 'json_schema'", param=param)
+    return _chat_format(format_of("json_schema", fmt.get("schema"), param))
+
+
+def _chat_format(fmt: OutputFormat | None) -> dict[str, Any]:
+    """``fmt`` as a chat completions ``response_format``."""
+    if fmt is None:
+        return {}
+    if fmt.value is None:
+        return {"response_format": {"type": "json_object"}}
+    schema = {"name": "output", "schema": fmt.value}
+    return {"response_format": {"type": "json_schema", "json_schema": schema}}

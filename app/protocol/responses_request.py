@@ -26,7 +26,8 @@ What Codex CLI sends (``wire_api = "responses"``) maps onto chat like this:
 - ``tool_choice`` and ``parallel_tool_calls`` pass through (translated); ``max_output_tokens``
   is ``max_tokens``; ``temperature`` / ``top_p`` pass; ``reasoning.effort == "none"`` sets the
   template kwarg ``enable_thinking: false`` (Qwen3 and kin; others ignore it), other efforts
-  are ignored.  ``text`` (output format), ``include``, ``metadata``, ``user`` are ignored.
+  are ignored.  ``text.format`` is the chat ``response_format`` (``app.protocol.output_options``;
+  log probabilities are a 400); ``include``, ``metadata``, ``user`` are ignored.
 - ``store`` is accepted either way and nothing is ever stored, so ``previous_response_id``
   and ``item_reference`` items are a 400.
 - The stream always asks for usage: the final event carries it.
@@ -40,6 +41,7 @@ from typing import Any
 from app.errors import BadRequestError
 from app.memos import Memos
 from app.protocol.json_text import text_size
+from app.protocol.output_options import responses_fields
 
 _MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
@@ -222,6 +224,7 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort") == "none":
         chat["chat_template_kwargs"] = {"enable_thinking": False}
+    chat |= responses_fields(body)
     return chat, turns
 
 

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
@@ -293,7 +294,7 @@ class ChatService:
             return dict(completion, model=prepared.request.model)
         stops = await self._stop_strings(prepared)
         return await anyio.to_thread.run_sync(  # a thread hop is nothing beside a generation
-            whole_text,
+            partial(whole_text, top_logprobs=prepared.call.sampling.logprobs),
             self.dialect,
             self.tokenizer.reference.tokenizer,
             self._assembler(prepared),
@@ -342,6 +343,7 @@ class ChatService:
             await self._stop_strings(prepared),
             prepared.call.prompt.n_ids,
             bool(prepared.call.special_tokens),
+            top_logprobs=prepared.call.sampling.logprobs,
         )
         async for payload, size in sse_events(response, self.client.max_line_bytes):
             if size < INLINE_BYTES:

@@ -18,6 +18,7 @@ from tokenizers.decoders import DecodeStream
 
 from app.errors import UpstreamTruncatedError
 from app.generation import Usage
+from app.protocol.chat_logprobs import ChatLogprobs
 from app.protocol.chat_stream import ChatAssembler
 from app.upstream.dialect import Dialect, Generated
 from app.upstream.stops import StopStrings, StopTrim, trimmed
@@ -49,9 +50,12 @@ class StreamedText:
         stops: StopStrings,
         prompt_tokens: int,
         keep_special_tokens: bool = False,
+        *,
+        top_logprobs: int | None = None,
     ) -> None:
         """``keep_special_tokens``: ids we detokenize keep them as text (the tool format's
-        markers are special tokens)."""
+        markers are special tokens); ``top_logprobs``: the client asked for log
+        probabilities, with that many alternatives (``ChatLogprobs``)."""
         self._dialect = dialect
         self._tokenizer = tokenizer
         self._assembler = assembler
@@ -63,6 +67,7 @@ class StreamedText:
         self._finish_reason: str | None = None
         self._stop_sequence: str | None = None
         self._usage: Usage | None = None
+        self._logprobs = ChatLogprobs(top_logprobs)
 
     def step(self, payload: Any) -> list[dict[str, Any]]:
         piece = self._dialect.event(payload, self._prompt_tokens)
@@ -74,7 +79,8 @@ class StreamedText:
         self._finish_reason = piece.finish_reason or self._finish_reason
         self._stop_sequence = piece.stop_sequence or self._stop_sequence
         self._usage = piece.usage or self._usage
-        return list(self._assembler.chunks(self._stops.feed(text)))
+        self._logprobs.add(piece.logprobs)
+        return self._logprobs.attach(self._assembler.chunks(self._stops.feed(text)))
 
     def end(self, include_usage: bool) -> list[dict[str, Any]]:
         chunks = list(self._assembler.chunks(self._stops.end()))
@@ -82,7 +88,7 @@ class StreamedText:
         chunks += self._assembler.last_chunks(
             reason, self._usage, include_usage, self._stop_sequence
         )
-        return chunks
+        return self._logprobs.attach(chunks)
 
     def _decoded(self, piece: Generated) -> str:
         if self._decoder is None:
@@ -99,6 +105,8 @@ def whole_text(
     payload: Any,
     prompt_tokens: int,
     keep_special_tokens: bool = False,
+    *,
+    top_logprobs: int | None = None,
 ) -> dict[str, Any]:
     """A whole (non-streamed) answer as one chat completion; ids we detokenize are cut at
     the first stop string (``app.upstream.stops``)."""
@@ -108,12 +116,15 @@ def whole_text(
         ids = list(generated.token_ids)
         decoded = tokenizer.decode(ids, skip_special_tokens=not keep_special_tokens)
         text = trimmed(str(decoded), stops)
-    return assembler.completion(
+    completion = assembler.completion(
         text,
         finished(generated.finish_reason),
         generated.usage or Usage(prompt_tokens, 0),
         generated.stop_sequence,
     )
+    logprobs = ChatLogprobs(top_logprobs)
+    logprobs.add(generated.logprobs)
+    return logprobs.completed(completion)
 
 
 def finished(reason: str | None) -> str:

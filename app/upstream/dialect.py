@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from app.generation import Sampling, Usage
+from app.generation import Sampling, TokenLogprob, Usage
 from app.upstream.answers import Answer, usage
 
 _IDS_PLACEHOLDER = "\x00toksplice-ids\x00"
@@ -76,6 +76,8 @@ class Generated:
     """Output ids for tokens-out upstreams; the caller detokenizes them."""
     stop_sequence: str | None = None
     """The stop string that ended the output, on the last piece, where the upstream says."""
+    logprobs: tuple[TokenLogprob, ...] = ()
+    """The log probabilities of this piece's tokens, where the client asked for them."""
     cumulative: bool = False
     """``text`` repeats all output so far (SGLang's default stream) instead of only the new
     part."""

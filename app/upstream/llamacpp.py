@@ -18,6 +18,12 @@ from app.upstream.dialect import (
     usage_of,
     with_ids,
 )
+from app.upstream.output_fields import (
+    llamacpp_fields,
+    llamacpp_logprobs,
+    vllm_completion_logprobs,
+    vllm_fields,
+)
 
 
 class OpenAICompletions(Dialect):
@@ -28,6 +34,7 @@ class OpenAICompletions(Dialect):
         fields: dict[str, Any] = {"model": call.model, "stream": call.stream}
         fields |= call.sampling_fields()
         fields |= self.format_fields(call)
+        fields |= self.output_fields(call)
         if call.stream:
             fields["stream_options"] = {"include_usage": True}
         return "/v1/completions", with_ids(fields, call.prompt, "prompt")
@@ -35,6 +42,10 @@ class OpenAICompletions(Dialect):
     def format_fields(self, call: UpstreamCall) -> dict[str, Any]:
         """What the server is asked for so that the tool format can be read (vLLM's names)."""
         return call.format_fields()
+
+    def output_fields(self, call: UpstreamCall) -> dict[str, Any]:
+        """The client's output format and log probabilities (vLLM's names)."""
+        return vllm_fields(call.sampling)
 
     def event(self, payload: Any, prompt_tokens: int) -> Generated:
         answer = Answer(payload, "completion")
@@ -44,20 +55,26 @@ class OpenAICompletions(Dialect):
             finish_reason=choice.finish_reason(),
             usage=usage_of(answer, prompt_tokens),
             stop_sequence=stop_string(choice.raw("stop_reason")),
+            logprobs=vllm_completion_logprobs(choice),
         )
 
 
 class LlamaCppCompletions(OpenAICompletions):
     """llama.cpp's ``/v1/completions``.  Calls with stop sequences go to ``/completion``:
-    only llama.cpp's own API says which one ended the text (Anthropic's ``stop_sequence``)."""
+    only llama.cpp's own API says which one ended the text (Anthropic's ``stop_sequence``);
+    so do calls asking for log probabilities, in the form its own API answers them."""
 
     name = "llamacpp"
 
     def request(self, call: UpstreamCall) -> tuple[str, Body]:
-        return _native_request(call) if call.sampling.stop else super().request(call)
+        native = call.sampling.stop or call.sampling.logprobs is not None
+        return _native_request(call) if native else super().request(call)
 
     def format_fields(self, call: UpstreamCall) -> dict[str, Any]:
         return _preserved(call)
+
+    def output_fields(self, call: UpstreamCall) -> dict[str, Any]:
+        return llamacpp_fields(call.sampling)
 
     def event(self, payload: Any, prompt_tokens: int) -> Generated:
         if isinstance(payload, dict) and "choices" not in payload:
@@ -93,6 +110,7 @@ def _native_request(call: UpstreamCall) -> tuple[str, Body]:
     fields: dict[str, Any] = {"stream": call.stream, "cache_prompt": True}
     fields |= call.sampling_fields(max_tokens="n_predict")
     fields |= _preserved(call)
+    fields |= llamacpp_fields(call.sampling)
     return "/completion", with_ids(fields, call.prompt, "prompt")
 
 
@@ -106,8 +124,9 @@ def _preserved(call: UpstreamCall) -> dict[str, Any]:
 def _native_event(payload: Any, prompt_tokens: int) -> Generated:
     answer = Answer(payload, "completion")
     text = answer.text("content")
+    logprobs = llamacpp_logprobs(answer)
     if not answer.flag("stop"):
-        return Generated(text=text)
+        return Generated(text=text, logprobs=logprobs)
     cached = answer.object("timings").count("cache_n")
     usage = Usage(prompt_tokens, answer.count("tokens_predicted") or 0, cached)
     kind = answer.optional_text("stop_type")
@@ -116,4 +135,5 @@ def _native_event(payload: Any, prompt_tokens: int) -> Generated:
         finish_reason="length" if kind == "limit" else "stop",
         usage=usage,
         stop_sequence=stop_string(answer.raw("stopping_word")) if kind == "word" else None,
+        logprobs=logprobs,
     )

@@ -17,6 +17,7 @@ from app.upstream.dialect import (
     positive_int,
     with_ids,
 )
+from app.upstream.output_fields import sglang_fields
 
 _NAMES = {"max_tokens": "max_new_tokens", "seed": "sampling_seed", "min_tokens": "min_new_tokens"}
 """SGLang's names for the sampling fields whose OpenAI names its request decoder refuses."""
@@ -33,6 +34,7 @@ class SglangGenerate(Dialect):
 
     def request(self, call: UpstreamCall) -> tuple[str, Body]:
         sampling = {"max_new_tokens": None} | call.sampling.named(**_NAMES) | call.format_fields()
+        sampling |= sglang_fields(call.sampling)
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
         key = "text" if call.prompt.as_text else "input_ids"
         return "/generate", with_ids(fields, call.prompt, key)

@@ -18,6 +18,7 @@ from app.upstream.dialect import (
     with_ids,
 )
 from app.upstream.llamacpp import OpenAICompletions
+from app.upstream.output_fields import vllm_fields
 
 
 class VllmCompletions(OpenAICompletions):
@@ -76,7 +77,9 @@ class VllmGenerate(VllmCompletions):
         fields: dict[str, Any] = {
             "model": call.model,
             "stream": call.stream,
-            "sampling_params": call.sampling_fields() | call.format_fields(detokenized=False),
+            "sampling_params": call.sampling_fields()
+            | call.format_fields(detokenized=False)
+            | vllm_fields(call.sampling, logprobs=False),
         }
         if call.stream:  # usage comes in a last chunk with ``choices: []``
             fields["stream_options"] = {"include_usage": True}

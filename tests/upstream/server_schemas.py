@@ -19,14 +19,15 @@ from app.tools import assets
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_schema.json"
 CLASSES = {
     "vllm_completion": ("CompletionRequest", "CompletionResponse", "CompletionResponseChoice",
-                        "CompletionStreamResponse", "CompletionResponseStreamChoice"),
+                        "CompletionStreamResponse", "CompletionResponseStreamChoice",
+                        "CompletionLogProbs"),
     "vllm_chat": ("ChatCompletionRequest",),
     "vllm_generate": ("GenerateRequest", "GenerateTokensResponse", "GenerateTokensChoice",
                       "GenerateTokensStreamResponse", "GenerateTokensStreamChoice"),
     "vllm_generate_base": ("StreamOptions",),
     "vllm_engine": ("UsageInfo", "PromptTokenUsageInfo", "ModelCard", "ModelList"),
     "vllm_tokenize": ("TokenizeCompletionRequest", "TokenizeResponse"),
-    "vllm_sampling": ("SamplingParams",),
+    "vllm_sampling": ("SamplingParams", "StructuredOutputsParams"),
 }
 """The models of what the vLLM dialects send and parse, by the source file they are in."""
 Schema = dict[str, dict[str, dict[str, Any]]]
@@ -138,7 +139,7 @@ def _check(schema: Schema, t: ast.expr, value: Any, where: str) -> list[str]:
 
 
 def main() -> int:
-    sources = {key: path for key, path in assets.sources().items() if key in CLASSES}
+    sources = {key: path for key, path in assets.servers().items() if key in CLASSES}
     FIXTURE.parent.mkdir(exist_ok=True)
     FIXTURE.write_text(json.dumps(extract(sources), indent=1, sort_keys=True) + "\n")
     print(f"wrote {FIXTURE} from {assets.VLLM}")

@@ -31,7 +31,8 @@ from starlette.routing import Route
 from tokenizers import Tokenizer
 
 from app.config import Settings
-from app.generation import Sampling
+from app.errors import BadRequestError
+from app.generation import OutputFormat, Sampling
 from app.main import create_app
 from app.protocol.chat_fields import PASSED_THROUGH
 from app.upstream import Prompt, UpstreamCall, dialect_named
@@ -296,3 +297,65 @@ def test_each_dialect_reads_the_context_its_server_reports(sglang_api: ModuleTyp
     assert sglang.context_request("m") == ("/v1/models", None)
     assert sglang.context_response(models, "m") == 40960
     assert sglang.context_response({"object": "list", "data": []}, "m") is None
+
+
+# --- output formats and log probabilities ------------------------------------------------
+
+FORMATS = [OutputFormat("json", {"type": "object", "properties": {"a": {"type": "integer"}}},
+                        "response_format"),
+           OutputFormat("json", None, "response_format"),
+           OutputFormat("regex", "[a-z]+", "structured_outputs.regex"),
+           OutputFormat("choice", ["yes", "no"], "structured_outputs.choice"),
+           OutputFormat("grammar", 'root ::= "a"', "structured_outputs.grammar")]
+
+
+def formatted(fmt: OutputFormat, logprobs: int | None) -> UpstreamCall:
+    sampling = Sampling(max_tokens=5, output_format=fmt, logprobs=logprobs)
+    return UpstreamCall(model="m", prompt=Prompt(b"1,2", 2, ""), sampling=sampling,
+                        stream=False)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.kind)
+def test_vllm_takes_every_format_as_declared(fmt: OutputFormat) -> None:
+    body = orjson.loads(bytes(dialect_named("vllm-completions").request(formatted(fmt, 2))[1]))
+    assert schema_errors(SCHEMA, "CompletionRequest", body) == []
+    assert schema_errors(SCHEMA, "StructuredOutputsParams", body["structured_outputs"]) == []
+    assert body["logprobs"] == 2
+    (key, value), = body["structured_outputs"].items()
+    assert value == (True if key == "json_object" else fmt.value)
+    generate = dialect_named("vllm-generate")
+    params = orjson.loads(bytes(generate.request(formatted(fmt, None))[1]))["sampling_params"]
+    assert schema_errors(SCHEMA, "SamplingParams", params) == []
+    assert params["structured_outputs"] == body["structured_outputs"]
+    with pytest.raises(BadRequestError) as refused:  # tokens out: not carried back
+        generate.request(formatted(fmt, 0))
+    assert refused.value.param == "logprobs"
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.kind)
+def test_sglang_takes_every_format_as_it_decodes_it(sglang_api: ModuleType,
+                                                    fmt: OutputFormat) -> None:
+    sglang = dialect_named("sglang")
+    body = orjson.loads(bytes(sglang.request(formatted(fmt, None))[1]))
+    params = sglang_api.GenerateRequest.from_json_value(body).sampling_params
+    if fmt.kind == "json":
+        assert json.loads(params.json_schema) == (fmt.value or {"type": "object"})
+    else:
+        attribute = {"grammar": "ebnf"}.get(fmt.kind, fmt.kind)
+        assert getattr(params, attribute) == fmt.value
+    with pytest.raises(BadRequestError) as refused:
+        sglang.request(formatted(fmt, 1))
+    assert refused.value.param == "logprobs"
+
+
+def test_vllm_completion_logprobs_are_declared_and_read() -> None:
+    answer = answers.vllm_completion("Hi there", 3, None)
+    answer["choices"][0]["logprobs"] = {
+        "text_offset": [0, 2], "tokens": ["Hi", " there"], "token_logprobs": [-0.5, None],
+        "top_logprobs": [{"Hi": -0.5, "Hello": -1.5}, {" there": -0.1, "!": -3.0}]}
+    assert schema_errors(SCHEMA, "CompletionResponse", answer) == []
+    assert schema_errors(SCHEMA, "CompletionLogProbs", answer["choices"][0]["logprobs"]) == []
+    tokens = dialect_named("vllm-completions").response(answer, 3).logprobs
+    assert [(t.token, t.logprob, t.bytes) for t in tokens] == [
+        ("Hi", -0.5, b"Hi"), (" there", -9999.0, b" there")]
+    assert [[a.token for a in t.top] for t in tokens] == [["Hi", "Hello"], [" there", "!"]]

@@ -1,0 +1,118 @@
+"""The output's form on each server: the client's format and log probabilities asked for under
+the server's own fields, and the log probabilities read back from its answers.
+
+| server | format | log probabilities |
+|---|---|---|
+| vLLM (completions, generate) | ``structured_outputs``: json, json_object, regex, choice, grammar | completions: ``logprobs`` (top k); generate: refused |
+| SGLang ``/generate`` | ``sampling_params``: json_schema (text), regex, ebnf, choice | refused |
+| llama.cpp | ``json_schema``, ``grammar`` (GBNF); regex and choice refused | ``n_probs`` (its own API) |
+
+vLLM chat takes the client's own fields (``response_format``, ``logprobs`` ...), forwarded as
+the client sent them.  What a server cannot carry is a 400 naming the client's field
+(``BadRequestError``), before anything is sent.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from app.errors import BadRequestError, UpstreamMalformedError
+from app.generation import Sampling, TokenLogprob
+from app.upstream.answers import Answer
+
+_NO_LOGPROB = -9999.0
+"""What vLLM's chat API reports for a token without a log probability."""
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+"""The schema of ``json_object``: any JSON object."""
+
+
+def vllm_fields(sampling: Sampling, *, logprobs: bool = True) -> dict[str, Any]:
+    """vLLM's ``structured_outputs`` and (where ``logprobs``) ``logprobs`` fields."""
+    fields: dict[str, Any] = {}
+    fmt = sampling.output_format
+    if fmt is not None:
+        key = "json_object" if fmt.kind == "json" and fmt.value is None else fmt.kind
+        fields["structured_outputs"] = {key: True if key == "json_object" else fmt.value}
+    if sampling.logprobs is not None:
+        if not logprobs:
+            raise _cannot("logprobs", "this dialect")
+        fields["logprobs"] = sampling.logprobs
+    return fields
+
+
+def sglang_fields(sampling: Sampling) -> dict[str, Any]:
+    """SGLang's ``sampling_params`` constraint: ``json_schema`` is the schema's JSON text."""
+    if sampling.logprobs is not None:
+        raise _cannot("logprobs", "the sglang dialect")
+    fmt = sampling.output_format
+    if fmt is None:
+        return {}
+    if fmt.kind == "json":
+        return {"json_schema": orjson.dumps(fmt.value or ANY_OBJECT).decode()}
+    return {"ebnf" if fmt.kind == "grammar" else fmt.kind: fmt.value}
+
+
+def llamacpp_fields(sampling: Sampling) -> dict[str, Any]:
+    """llama.cpp's ``json_schema`` or ``grammar`` (GBNF), and ``n_probs`` (at least 1: 0 asks
+    for none, where the client wants the chosen token's at least)."""
+    fields: dict[str, Any] = {}
+    fmt = sampling.output_format
+    if fmt is not None:
+        if fmt.kind in ("regex", "choice"):
+            raise _cannot(fmt.param, "llama.cpp (it takes a JSON schema or a GBNF grammar)")
+        key = "json_schema" if fmt.kind == "json" else "grammar"
+        fields[key] = (fmt.value or ANY_OBJECT) if fmt.kind == "json" else fmt.value
+    if sampling.logprobs is not None:
+        fields["n_probs"] = max(sampling.logprobs, 1)
+    return fields
+
+
+def _cannot(param: str, where: str) -> BadRequestError:
+    return BadRequestError(f"'{param}' cannot be carried to {where}", param=param)
+
+
+def llamacpp_logprobs(answer: Answer) -> tuple[TokenLogprob, ...]:
+    """llama.cpp's ``completion_probabilities``: per token its text, bytes and log
+    probability, with its ``top_logprobs`` alike."""
+    return tuple(_llamacpp_token(entry) for entry in answer.objects("completion_probabilities"))
+
+
+def _llamacpp_token(entry: Answer) -> TokenLogprob:
+    alternatives = tuple(_llamacpp_token(t) for t in entry.objects("top_logprobs"))
+    data = entry.raw("bytes")
+    token = entry.text("token")
+    if data is not None and not (
+        isinstance(data, list) and all(isinstance(b, int) and 0 <= b < 256 for b in data)
+    ):
+        raise UpstreamMalformedError(f"completion_probabilities: bytes {data!r} are not bytes")
+    raw = bytes(data) if data is not None else token.encode()
+    return TokenLogprob(token, _number(entry.raw("logprob")), raw, alternatives)
+
+
+def vllm_completion_logprobs(choice: Answer) -> tuple[TokenLogprob, ...]:
+    """vLLM's completions ``logprobs``: ``tokens`` with ``token_logprobs`` and per token a
+    ``top_logprobs`` object {token: log probability}, here likeliest first."""
+    logprobs = choice.object("logprobs")
+    tokens, values = logprobs.raw("tokens") or [], logprobs.raw("token_logprobs") or []
+    tops = logprobs.raw("top_logprobs") or [None] * len(tokens)
+    if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(tops, list)):
+        raise UpstreamMalformedError("completion.choices[0].logprobs: lists expected")
+    if not len(tokens) == len(values) == len(tops):
+        raise UpstreamMalformedError("completion.choices[0].logprobs: lists of unequal length")
+    out = []
+    for token, value, options in zip(tokens, values, tops, strict=True):
+        if not isinstance(token, str) or not isinstance(options, dict | None):
+            raise UpstreamMalformedError("completion.choices[0].logprobs: a malformed token")
+        ranked = sorted((options or {}).items(), key=lambda item: -_number(item[1]))
+        alternatives = tuple(TokenLogprob(t, _number(v), t.encode(), ()) for t, v in ranked)
+        logprob = _NO_LOGPROB if value is None else _number(value)
+        out.append(TokenLogprob(token, logprob, token.encode(), alternatives))
+    return tuple(out)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise UpstreamMalformedError(f"a log probability {value!r} is not a number")
