@@ -14,22 +14,18 @@ Departures, on purpose: arguments that are not valid JSON are a 400 naming the m
 any non-text part (image, audio, video, embeddings) is a 400: the proxy sends token ids, so
 it serves text-only models.
 
-A template's content format is "openai" when it loops over a message's ``content`` (found,
-like vLLM, by following ``messages`` through assignments and loops in the Jinja AST), else
-"string".
+A template's content format (``content_format``) is "openai" when it loops over a message's
+``content``, else "string".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
-
-from jinja2 import nodes
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from app.errors import BadRequestError
-
-ContentFormat = Literal["string", "openai"]
+from app.rendering.content_format import ContentFormat
 
 # Part type -> the key holding its text (vLLM's text-like parts).
 _TEXT_PARTS = {
@@ -51,64 +47,6 @@ _MEDIA_KEYS = (
     "video_url",
 )
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
-
-
-def detect_content_format(root: nodes.Template) -> ContentFormat:
-    """ "openai" if the template iterates over some message's ``content``, else "string"."""
-    message_vars = {name for _, name in _loops_over(root, _aliases(root, "messages"), None)}
-    return "openai" if next(_loops_over(root, message_vars, "content"), None) else "string"
-
-
-def _reads(node: nodes.Node, var: str, key: str | None) -> bool:
-    """Whether ``node`` is ``var`` (or ``var[key]``/``var.key``), possibly under filters,
-    tests or a slice."""
-    while (inner := _unwrapped(node)) is not None:
-        node = inner
-    if key is not None:
-        if isinstance(node, nodes.Getitem):
-            named = isinstance(node.arg, nodes.Const) and node.arg.value == key
-        elif isinstance(node, nodes.Getattr):
-            named = node.attr == key
-        else:
-            return False
-        return named and _reads_name(node.node, var)
-    return _reads_name(node, var)
-
-
-def _unwrapped(node: nodes.Node) -> nodes.Node | None:
-    if isinstance(node, nodes.Filter | nodes.Test) and node.node is not None:
-        return node.node
-    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
-        return node.node
-    return None
-
-
-def _reads_name(node: nodes.Node, var: str) -> bool:
-    return isinstance(node, nodes.Name) and node.ctx == "load" and node.name == var
-
-
-def _aliases(root: nodes.Template, var: str) -> set[str]:
-    """``var`` and every name assigned from it (transitively), ignoring scopes as vLLM does."""
-    found = {var}
-    pending = [var]
-    while pending:
-        current = pending.pop()
-        for assign in root.find_all(nodes.Assign):
-            name = assign.target.name if isinstance(assign.target, nodes.Name) else None
-            if name is not None and name not in found and _reads(assign.node, current, None):
-                found.add(name)
-                pending.append(name)
-    return found
-
-
-def _loops_over(
-    root: nodes.Template, names: set[str], key: str | None
-) -> Iterator[tuple[nodes.For, str]]:
-    for loop in root.find_all(nodes.For):
-        if isinstance(loop.target, nodes.Name) and any(
-            _reads(loop.iter, name, key) for name in names
-        ):
-            yield loop, loop.target.name
 
 
 def prepare_messages(
@@ -165,7 +103,25 @@ def prepare_message(index: int, message: Mapping[str, Any], fmt: ContentFormat) 
     return out
 
 
-def _content(where: str, content: Any, fmt: ContentFormat) -> str | list[dict[str, Any]]:
+class Parts(list[dict[str, Any]]):
+    """A message's content as parts (the "openai" format), printed as its text.
+
+    A template that also prints a content it loops over as it is (``{{ m.content }}``,
+    ``| trim``, ``~``) would print a plain list's Python repr into the prompt, as vLLM does;
+    these parts print what the "string" format gives (their texts joined). Everything else a
+    template does with them (loops, tests, ``tojson``, indexing) sees a list of parts."""
+
+    __slots__ = ("_text",)  # private: a template reading ``content.text`` finds nothing
+
+    def __init__(self, items: list[dict[str, Any]], text: str) -> None:
+        super().__init__(items)
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text
+
+
+def _content(where: str, content: Any, fmt: ContentFormat) -> str | Parts:
     if content is None:
         parts: Sequence[Any] = ()
     elif isinstance(content, str):
@@ -176,17 +132,15 @@ def _content(where: str, content: Any, fmt: ContentFormat) -> str | list[dict[st
         raise BadRequestError(
             f"{where}.content must be a string or a list of parts", param=f"{where}.content"
         )
-    out: list[Any] = []
-    for j, part in enumerate(parts):
-        item = _part(f"{where}.content[{j}]", part, fmt)
-        if item is not None:
-            out.append(item)
-    return out if fmt == "openai" else "\n".join(out)
+    items = [item for j, part in enumerate(parts) if (item := _part(f"{where}.content[{j}]", part))]
+    text = "\n".join(str(item.get("text", item.get("name"))) for item in items)
+    return Parts(items, text) if fmt == "openai" else text
 
 
-def _part(where: str, part: Any, fmt: ContentFormat) -> Any:
+def _part(where: str, part: Any) -> dict[str, Any] | None:
+    """The part as the "openai" format gives it (``None``: a part vLLM skips)."""
     if isinstance(part, str):
-        return {"type": "text", "text": part} if fmt == "openai" else part
+        return {"type": "text", "text": part}
     if not isinstance(part, Mapping):
         raise BadRequestError(f"{where} must be a string or an object", param=where)
     kind = part.get("type")
@@ -196,10 +150,9 @@ def _part(where: str, part: Any, fmt: ContentFormat) -> Any:
             return None
         if not isinstance(text, str):
             raise BadRequestError(f"{where} ({kind}) has no text", param=where)
-        return {"type": "text", "text": text} if fmt == "openai" else text
+        return {"type": "text", "text": text}
     if kind == "tool_reference" or (kind is None and "tool_reference" in part):
-        name = part.get("name")
-        return {"type": "tool_reference", "name": name} if fmt == "openai" else name
+        return {"type": "tool_reference", "name": part.get("name")}
     media = kind if kind is not None else next((k for k in _MEDIA_KEYS if k in part), None)
     if media is not None:
         raise BadRequestError(

@@ -13,15 +13,11 @@ from jinja2 import nodes
 from app.errors import BadRequestError, TemplateError
 from app.pieced_text import PiecedText
 from app.rendering import loading, scan
+from app.rendering.content_format import ContentFormat, detect_content_format
 from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
 from app.rendering.loops import RUNNER, plan_loops
 from app.rendering.memo import RenderCache, SessionMemo
-from app.rendering.messages import (
-    ContentFormat,
-    detect_content_format,
-    prepare_message,
-    prepare_messages,
-)
+from app.rendering.messages import prepare_message, prepare_messages
 
 Message = Mapping[str, Any]
 

@@ -123,10 +123,47 @@ MESSAGES: list[dict[str, Any]] = [
 ]
 
 
-def _as_vllm_passes_them(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """vLLM turns each tool call's ``arguments`` JSON string into an object before rendering."""
+# The same transcript with its contents given as lists of text parts (as the Anthropic and
+# Responses translations and many clients send them).
+MESSAGES_AS_PARTS: list[dict[str, Any]] = [
+    {**m, "content": [{"type": "text", "text": m["content"]}]}
+    if m["role"] in ("system", "tool")
+    else {
+        **m,
+        "content": [
+            {"type": "text", "text": "Look at it:"},
+            {"type": "text", "text": m["content"]},
+        ],
+    }
+    if m["role"] == "user"
+    else m
+    for m in MESSAGES
+]
+CONVERSATIONS = {"strings": MESSAGES, "parts": MESSAGES_AS_PARTS}
+
+# vLLM's content format per template (its detection run on each file).
+OPENAI_FORMAT = {
+    "GLM-4.6", "GLM-4.7-Flash", "MiniMax-M2", "MiniMax-M3", "Mistral-Small-3.2-24B-Instruct-2506",
+    "Qwen3.5-4B", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved",
+    "mistralai-Ministral-3-14B-Reasoning-2512", "moonshotai-Kimi-K2",
+    "unsloth-mistral-Devstral-Small-2507",
+}  # fmt: skip
+# Templates that also print a content they loop over as it is: given vLLM's plain lists, they
+# print the list's Python repr (Kimi K2's assistant turns, Gemma 4's system prompt).
+PRINTS_PARTS = {"moonshotai-Kimi-K2", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved"}
+REPR = "{'type': 'text'"
+
+
+def _as_vllm_passes_them(messages: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
+    """What vLLM hands transformers: each content as a list of text parts ("openai") or their
+    texts joined with newlines ("string"), each tool call's ``arguments`` as an object."""
     out = copy.deepcopy(messages)
     for message in out:
+        content = message["content"]
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        message["content"] = parts if fmt == "openai" else "\n".join(p["text"] for p in parts)
+        if message["role"] == "tool":  # vLLM joins a tool result's text parts in both formats
+            message["content"] = "\n".join(p["text"] for p in parts)
         for call in message.get("tool_calls", ()):
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
     return out
@@ -151,45 +188,60 @@ def hf_tokenizer(model_files: dict[str, Path]) -> Callable[[str], Any]:
     return load
 
 
+@functools.cache
+def _encoder(path: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(path))
+
+
 def test_every_pinned_template_is_paired() -> None:
     assert set(TOKENIZER_OF) == set(model_pins.TEMPLATES)
 
 
-# Templates that print a message's content as it is although they also loop over it as parts:
-# given parts (vLLM's "openai" content format), they print the Python repr of the list.
-PRINTS_PARTS = {"moonshotai-Kimi-K2", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved"}
+def test_every_content_format_is_vllms(model_files: dict[str, Path]) -> None:
+    for stem in TOKENIZER_OF:
+        template = load_template(model_files[f"template:{stem}"])
+        assert template.content_format() == ("openai" if stem in OPENAI_FORMAT else "string")
 
 
-@pytest.mark.parametrize(
-    "stem",
-    [
-        pytest.param(stem, marks=pytest.mark.xfail(strict=True, reason="content parts' repr"))
-        if stem in PRINTS_PARTS
-        else stem
-        for stem in sorted(TOKENIZER_OF)
-    ],
-)
+@pytest.mark.parametrize("conversation", sorted(CONVERSATIONS))
+@pytest.mark.parametrize("stem", sorted(TOKENIZER_OF))
 def test_template_file_renders_as_transformers_with_its_tokenizer(
-    stem: str, model_files: dict[str, Path], hf_tokenizer: Callable[[str], Any]
+    stem: str, conversation: str, model_files: dict[str, Path], hf_tokenizer: Callable[[str], Any]
 ) -> None:
+    """Equal to transformers given what vLLM gives it, except that no list of parts is ever
+    printed as its Python repr: where vLLM's is, ours prints the parts' texts joined."""
     name = TOKENIZER_OF[stem]
     reference = hf_tokenizer(name)
     path = model_files[f"template:{stem}"]
+    messages = CONVERSATIONS[conversation]
     template = load_template(path, model_files[name])
-    try:
-        want_text = reference.apply_chat_template(
-            _as_vllm_passes_them(MESSAGES),
+
+    given = _as_vllm_passes_them(messages, template.content_format())
+
+    def transformers_render() -> str:
+        text = reference.apply_chat_template(
+            given,
             tools=TOOLS,
             chat_template=path.read_text(encoding="utf-8"),
             add_generation_prompt=True,
             tokenize=False,
         )
+        assert isinstance(text, str)
+        return text
+
+    try:
+        want_text = transformers_render()
     except jinja2.TemplateError:  # transformers' sandbox refuses it (llama.cpp's engine does not)
         with pytest.raises(TemplateError):
-            template.render(MESSAGES, tools=TOOLS)
+            template.render(messages, tools=TOOLS)
         return
-    got_text = template.render(MESSAGES, tools=TOOLS)
+    if REPR in want_text:
+        assert stem in PRINTS_PARTS
+        for message in given:
+            if isinstance(parts := message["content"], list):
+                want_text = want_text.replace(str(parts), "\n".join(p["text"] for p in parts))
+    got_text = template.render(messages, tools=TOOLS)
+    assert REPR not in got_text
     assert got_text == want_text
-    encoder = Tokenizer.from_file(str(model_files[name]))
-    got = encoder.encode(got_text, add_special_tokens=False).ids
+    got = _encoder(model_files[name]).encode(got_text, add_special_tokens=False).ids
     assert got == reference.encode(want_text, add_special_tokens=False)

@@ -22,7 +22,8 @@ USER = [{"role": "user", "content": "hi"}]
 def hf_render(template: str, messages: list[dict[str, Any]], **kwargs: Any) -> str:
     utils = pytest.importorskip("transformers.utils.chat_template_utils")
     rendered, _ = utils.render_jinja_template(
-        conversations=[messages], chat_template=template, **kwargs)
+        conversations=[messages], chat_template=template, **kwargs
+    )
     out = rendered[0]
     assert isinstance(out, str)
     return out
@@ -64,18 +65,27 @@ def test_namespace_refuses_underscore_names() -> None:
         template.render(USER)
 
 
-@pytest.mark.parametrize("source", [
-    "{{ messages.__class__ }}", "{{ messages.__class__.__name__ }}",
-    "{{ ''.__class__.__mro__[1] }}", "{{ messages.append(1) }}", "{{ messages[0].clear() }}",
-    "{{ messages[0].update(role='x') }}", "{{ messages[0].items() | list }}",
-    "{{ 'a{0.__class__}'.format(1) }}", "{{ messages.pop }}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ messages.__class__ }}",
+        "{{ messages.__class__.__name__ }}",
+        "{{ ''.__class__.__mro__[1] }}",
+        "{{ messages.append(1) }}",
+        "{{ messages[0].clear() }}",
+        "{{ messages[0].update(role='x') }}",
+        "{{ messages[0].items() | list }}",
+        "{{ 'a{0.__class__}'.format(1) }}",
+        "{{ messages.pop }}",
+    ],
+)
 def test_sandbox_decisions_match(source: str) -> None:
     """Same rendering, or both refuse, as transformers' sandbox (ours caches its checks)."""
     utils = pytest.importorskip("transformers.utils.chat_template_utils")
     try:
         expected: str | None = utils.render_jinja_template(
-            conversations=[USER], chat_template=source)[0][0]
+            conversations=[USER], chat_template=source
+        )[0][0]
     except Exception:
         expected = None
     try:
@@ -86,8 +96,10 @@ def test_sandbox_decisions_match(source: str) -> None:
 
 
 def test_raise_exception_message_is_kept() -> None:
-    template = ChatTemplate("{% if messages[0].role != 'system' %}"
-                            "{{ raise_exception('System message required') }}{% endif %}")
+    template = ChatTemplate(
+        "{% if messages[0].role != 'system' %}"
+        "{{ raise_exception('System message required') }}{% endif %}"
+    )
     with pytest.raises(TemplateError) as info:
         template.render(USER)
     assert str(info.value) == "System message required"
@@ -107,8 +119,18 @@ def test_syntax_error_at_load() -> None:
         ChatTemplate("{% for x in %}")
 
 
-@pytest.mark.parametrize("key", ["messages", "tools", "add_generation_prompt", "documents",
-                                 "raise_exception", "namespace", "chat_template"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "messages",
+        "tools",
+        "add_generation_prompt",
+        "documents",
+        "raise_exception",
+        "namespace",
+        "chat_template",
+    ],
+)
 def test_reserved_kwargs_are_rejected(key: str) -> None:
     with pytest.raises(BadRequestError, match=key):
         ChatTemplate("{{ 1 }}").render(USER, chat_template_kwargs={key: 1})
@@ -120,10 +142,15 @@ def test_kwargs_override_special_tokens_like_transformers() -> None:
 
 
 def test_tokenizer_config_named_templates(tmp_path: Path) -> None:
-    config = {"chat_template": [{"name": "default", "template": "D{{ tools is none }}"},
-                                {"name": "tool_use", "template": "T{{ tools | length }}"}],
-              "bos_token": {"content": "<s>", "lstrip": False}, "eos_token": "</s>",
-              "unk_token": None}
+    config = {
+        "chat_template": [
+            {"name": "default", "template": "D{{ tools is none }}"},
+            {"name": "tool_use", "template": "T{{ tools | length }}"},
+        ],
+        "bos_token": {"content": "<s>", "lstrip": False},
+        "eos_token": "</s>",
+        "unk_token": None,
+    }
     path = tmp_path / "tokenizer_config.json"
     path.write_text(json.dumps(config))
     template = ChatTemplate.from_tokenizer_config(path)
@@ -158,8 +185,9 @@ def test_gguf() -> None:
     assert template.special_tokens["eos_token"] == "<|im_end|>"
     config = json.loads((SMOLLM2_GGUF.parent / "tokenizer_config.json").read_text())
     assert template.source() == config["chat_template"]
-    assert template.render(USER) == hf_render(config["chat_template"], USER,
-                                              add_generation_prompt=True)
+    assert template.render(USER) == hf_render(
+        config["chat_template"], USER, add_generation_prompt=True
+    )
 
 
 OPENAI_TEMPLATE = (
@@ -180,40 +208,90 @@ def test_content_format_detection() -> None:
     assert ChatTemplate.from_tokenizer_config(QWEN3_CONFIG).content_format() == "string"
     assert detect_content_format(env.parse(OPENAI_TEMPLATE)) == "openai"
     assert detect_content_format(env.parse(ALIASED_OPENAI_TEMPLATE)) == "openai"
-    assert detect_content_format(env.parse("{% for c in content %}{% endfor %}")) == "string"
+    # vLLM 0.33's other ways in: a bare ``content`` outside macros, a macro parameter that is
+    # passed a message's content, and ``messages`` through a namespace.
+    assert detect_content_format(env.parse("{% for c in content %}{% endfor %}")) == "openai"
+    inside_macro = "{% macro f(content) %}{% for c in content %}{% endfor %}{% endmacro %}"
+    assert detect_content_format(env.parse(inside_macro)) == "string"
+    passed = inside_macro + "{% for m in messages %}{{ f(m['content']) }}{% endfor %}"
+    assert detect_content_format(env.parse(passed)) == "openai"
+    by_keyword = inside_macro + "{% for m in messages %}{{ f(content=m.content) }}{% endfor %}"
+    assert detect_content_format(env.parse(by_keyword)) == "openai"
+    spaced = (
+        "{% set ns = namespace(rest=messages[1:]) %}{% for m in ns.rest %}"
+        "{% for c in m.content %}{% endfor %}{% endfor %}"
+    )
+    assert detect_content_format(env.parse(spaced)) == "openai"
+
+
+def test_parts_print_as_their_text_never_as_a_repr() -> None:
+    # Loops over content (so "openai") and prints it as it is, as Kimi K2's template does.
+    source = (
+        "{% for m in messages %}[{{ m.content }}|{{ m.content | trim }}|{{ '' ~ m.content }}]"
+        "{% if m.content is not string %}{% for p in m.content %}<{{ p.text }}>{% endfor %}"
+        "{% endif %}{{ m.content | tojson }}{% endfor %}"
+    )
+    template = ChatTemplate(source)
+    assert template.content_format() == "openai"
+    parts = [{"type": "text", "text": " a"}, {"type": "text", "text": "b"}]
+    got = template.render(
+        [{"role": "user", "content": parts}, {"role": "assistant", "content": ""}]
+    )
+    assert got == (
+        '[ a\nb|a\nb| a\nb]< a><b>[{"type": "text", "text": " a"}, {"type": "text", "text": "b"}]'
+        '[||]<>[{"type": "text", "text": ""}]'
+    )
 
 
 def test_openai_format_gets_parts() -> None:
     template = ChatTemplate(OPENAI_TEMPLATE)
-    messages = [{"role": "user", "content": "plain"},
-                {"role": "user", "content": [{"type": "text", "text": "a"}, "b"]},
-                {"role": "tool", "content": [{"type": "text", "text": "t1"},
-                                             {"type": "text", "text": "t2"}]}]
+    messages = [
+        {"role": "user", "content": "plain"},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, "b"]},
+        {
+            "role": "tool",
+            "content": [{"type": "text", "text": "t1"}, {"type": "text", "text": "t2"}],
+        },
+    ]
     assert template.render(messages) == "[text:plain][text:a][text:b]t1\nt2"
 
 
 @pytest.mark.parametrize("fmt", ["string", "openai"])
-@pytest.mark.parametrize("part", [
-    {"type": "image_url", "image_url": {"url": "http://x/y.png"}},
-    {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
-    {"image_url": "http://x/y.png"},
-])
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image_url", "image_url": {"url": "http://x/y.png"}},
+        {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
+        {"image_url": "http://x/y.png"},
+    ],
+)
 def test_media_parts_are_refused(fmt: Any, part: dict[str, Any]) -> None:
-    messages = [{"role": "user", "content": "x"},
-                {"role": "user", "content": [{"type": "text", "text": "a"}, part]}]
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, part]},
+    ]
     with pytest.raises(BadRequestError, match=r"messages\[1\]\.content\[1\].*text only"):
         prepare_messages(messages, fmt)
 
 
 def test_tool_call_arguments() -> None:
     def call(arguments: Any) -> dict[str, Any]:
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+            ],
+        }
 
     sent = [call('{"a": [1, {"b": "é"}]}'), call(""), call(None), call({"k": 1})]
     out = prepare_messages(sent, "string")
     assert [m["tool_calls"][0]["function"]["arguments"] for m in out] == [
-        {"a": [1, {"b": "é"}]}, {}, {}, {"k": 1}]
+        {"a": [1, {"b": "é"}]},
+        {},
+        {},
+        {"k": 1},
+    ]
     assert sent[0]["tool_calls"][0]["function"]["arguments"] == '{"a": [1, {"b": "é"}]}'
     assert out[0]["content"] == ""
     with pytest.raises(BadRequestError, match=r"messages\[1\]\.tool_calls\[0\].*not valid JSON"):
@@ -221,22 +299,42 @@ def test_tool_call_arguments() -> None:
 
 
 def test_message_shape() -> None:
-    out = prepare_messages([
-        {"role": "assistant", "content": "x", "tool_calls": [], "reasoning": "r",
-         "extra": 1, "name": "bot"},
-        {"role": "tool", "content": "y", "tool_call_id": None},
-    ], "string")
-    assert out[0] == {"thinking": "r", "role": "assistant", "content": "x", "reasoning": "r",
-                      "reasoning_content": "r", "name": "bot"}
-    assert list(out[0]) == ["thinking", "role", "content", "reasoning", "reasoning_content",
-                            "name"]
+    out = prepare_messages(
+        [
+            {
+                "role": "assistant",
+                "content": "x",
+                "tool_calls": [],
+                "reasoning": "r",
+                "extra": 1,
+                "name": "bot",
+            },
+            {"role": "tool", "content": "y", "tool_call_id": None},
+        ],
+        "string",
+    )
+    assert out[0] == {
+        "thinking": "r",
+        "role": "assistant",
+        "content": "x",
+        "reasoning": "r",
+        "reasoning_content": "r",
+        "name": "bot",
+    }
+    assert list(out[0]) == ["thinking", "role", "content", "reasoning", "reasoning_content", "name"]
     assert out[1] == {"role": "tool", "content": "y"}
 
 
-@pytest.mark.parametrize("messages", [
-    [], [{"content": "x"}], [{"role": "user", "content": 5}], ["nope"],
-    [{"role": "user", "content": [{"type": "mystery"}]}],
-])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        [{"content": "x"}],
+        [{"role": "user", "content": 5}],
+        ["nope"],
+        [{"role": "user", "content": [{"type": "mystery"}]}],
+    ],
+)
 def test_malformed_messages(messages: Any) -> None:
     with pytest.raises(BadRequestError):
         ChatTemplate("{{ 1 }}").render(messages)
