@@ -53,6 +53,8 @@ FIELDS: dict[str, dict[str, Any]] = {
                                                  {"enable_thinking": True}, "bad"]),
         "metadata": st.sampled_from([{"a": "b"}, {"a": "c"}]),
         "add_generation_prompt": st.sampled_from([False, True]),
+        "stream": st.sampled_from([False, True]),
+        "prompt_cache_key": st.sampled_from(["pck-1", "pck-2"]),
     },
     "anthropic": {
         "system": st.sampled_from([PIRATE, NINJA, [{"type": "text", "text": PIRATE}],
@@ -69,6 +71,7 @@ FIELDS: dict[str, dict[str, Any]] = {
         "stop_sequences": st.sampled_from([["x"], "x"]),
         "max_tokens": st.sampled_from([8, 16, True]),
         "metadata": st.sampled_from([{"user_id": "u"}, {"user_id": "v"}]),
+        "stream": st.sampled_from([False, True]),
     },
     "responses": {
         "instructions": st.sampled_from([PIRATE, NINJA, 5]),
@@ -82,6 +85,8 @@ FIELDS: dict[str, dict[str, Any]] = {
         "max_output_tokens": st.sampled_from([8, 16, True]),
         "metadata": st.sampled_from([{"a": "b"}, {"a": "c"}]),
         "parallel_tool_calls": st.sampled_from([False, True]),
+        "stream": st.sampled_from([False, True]),
+        "prompt_cache_key": st.sampled_from(["pck-1", "pck-2"]),
     },
 }  # fmt: skip
 ARRAY = {"chat": "messages", "anthropic": "messages", "responses": "input"}
