@@ -106,6 +106,10 @@ class MergeTable:
                 out[token.translate(table).encode("latin-1")] = i
         return out
 
+    def byte_lengths(self) -> dict[int, int]:
+        """The bytes of each id the vocabulary spells in byte-level symbols."""
+        return {i: len(word) for word, i in self.words.items()}
+
     def merge(self, pieces: Sequence[bytes]) -> list[IdArray]:
         """The ids of each piece after all its merges."""
         if not pieces:

@@ -11,14 +11,16 @@ import numpy.typing as npt
 from tokenizers import Tokenizer
 
 from app.byte_level import bytes_to_unicode
-from app.tokenizer_spec import AddedToken, drops_single_characters, spec_from_json
+from app.tokenizer_spec import SPACE_MARK, AddedToken, drops_single_characters, spec_from_json
 from gpu_kernels.byte_bpe import MergeTable
+from gpu_kernels.char_bpe import CharacterMergeTable
 from gpu_kernels.char_classes import ClassTable, engine_matches
 from gpu_kernels.payload import AddedSplit, Finder
 from gpu_kernels.piece_starts import PREDICATES
 
-_STEPS = {"gpt2": 1, "deepseek_v3": 4}
-"""Pre-tokenizer steps (ByteLevel last) of the families that do not have two."""
+_STEPS = {"gpt2": 1, "deepseek_v3": 4, "spaces_replaced": 1}
+"""Pre-tokenizer steps (ByteLevel last, but Gemma's one Split) of the families that do not
+have two."""
 
 
 class UnsupportedTokenizer(ValueError):
@@ -51,7 +53,8 @@ class EncoderPlan:
             raise UnsupportedTokenizer(
                 f"family {family!r} is not covered ({spec.unproven_reason or 'no twin yet'})"
             )
-        steps = document["pre_tokenizer"].get("pretokenizers") or [document["pre_tokenizer"]]
+        pre = document.get("pre_tokenizer") or {}
+        steps = pre.get("pretokenizers") or ([pre] if pre else [])
         self.dropped = np.zeros(256, dtype=np.uint8)
         """1 for each byte a trailing Split that removes characters takes out (spec accepts
         one: GGUF vocabularies that lack some byte tokens), when ``drops``."""
@@ -70,14 +73,24 @@ class EncoderPlan:
             raise UnsupportedTokenizer(mixed)
         self.family: str = family
         added = {t["content"]: int(t["id"]) for t in document["added_tokens"]}
+        # Gemma's Replace(" ", "▁") is applied by the merges' symbols (CharacterMergeTable),
+        # and its added tokens all match the raw text (tokenizer_spec checked).
+        chars = family == "spaces_replaced"
         self.split = AddedSplit(
             added,
-            None if _is_identity(normalizer) else tokenizer.normalizer,
+            None if _is_identity(normalizer) or chars else tokenizer.normalizer,
             normalizer,
             finder=finder,
         )
         self.classes = classes or ClassTable()
-        self.merges = MergeTable(document["model"])
+        try:
+            self.merges: MergeTable = (
+                CharacterMergeTable(document["model"], SPACE_MARK)
+                if chars
+                else MergeTable(document["model"])
+            )
+        except ValueError as exc:
+            raise UnsupportedTokenizer(str(exc)) from exc
         if np.any((self.merges.byte_ids < 0) & (self.dropped == 0)):
             raise UnsupportedTokenizer("the vocabulary lacks a byte the pre-tokenizer keeps")
 

@@ -251,7 +251,7 @@ def main() -> None:
     parser.add_argument("--edits", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.sizes_list = [int(s) for s in args.sizes.split(",")]
-    path = assets.fetch()[args.tokenizer]
+    path = (assets.fetch() | assets.models())[args.tokenizer]
     if args.worker:
         _worker(args, path)
         return

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 from app.config import ENV_PREFIX, Settings
 from app.tools import assets as app_assets
 from app.tools.local_upstream import LocalLlamaServer
+from app.tools.model_pins import MODEL_TOKENIZERS
 from tests.services import RedisServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -37,19 +38,22 @@ def assets_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def assets(assets_dir: Path) -> dict[str, Path]:
-    """``app.tools.assets.fetch()``'s and ``servers()``' paths. Errors propagate: a missing asset
-    fails, never skips."""
-    return app_assets.fetch(assets_dir) | app_assets.servers(assets_dir)
+    """``app.tools.assets.fetch()``'s, ``servers()``' and ``models()``' paths. Errors propagate:
+    a missing asset fails, never skips."""
+    found = app_assets.fetch(assets_dir) | app_assets.servers(assets_dir)
+    return found | app_assets.models(assets_dir)
 
 
 @pytest.fixture(scope="session")
 def reference(assets: dict[str, Path]) -> Callable[[str], Tokenizer]:
-    """``name -> tokenizers.Tokenizer`` for the names in ``app.tools.assets.NAMES``, loaded once."""
+    """``name -> tokenizers.Tokenizer`` for the names in ``app.tools.assets.NAMES`` and the
+    models' tokenizers (``model_pins.MODEL_TOKENIZERS``), loaded once."""
 
     @functools.cache
     def load(name: str) -> Tokenizer:
-        if name not in app_assets.NAMES:
-            raise KeyError(f"unknown tokenizer {name!r}; known: {', '.join(app_assets.NAMES)}")
+        known = (*app_assets.NAMES, *MODEL_TOKENIZERS)
+        if name not in known:
+            raise KeyError(f"unknown tokenizer {name!r}; known: {', '.join(known)}")
         return Tokenizer.from_file(str(assets[name]))
 
     return load

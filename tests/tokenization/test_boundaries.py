@@ -18,8 +18,7 @@ from tokenizers import Tokenizer
 from app.tokenization.boundaries import CutRules, trie_pattern
 from app.tokenizer_spec import load_spec
 from tests.adversarial import long_texts, texts
-
-FAMILIES = ["qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"]
+from tests.tokenization.conftest import PRE_SPLIT_FAMILIES as FAMILIES
 
 
 def _ids(tok: Tokenizer, text: str) -> list[int]:

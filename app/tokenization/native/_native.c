@@ -2,12 +2,13 @@
  *
  * Encoder(family, classes, folds, kinds, nfc, probed, numeric, byte_ids, pair_keys,
  *         pair_ranks, pair_merged, width, ignore_merges, word_bytes, word_at, word_ids, dropped,
- *         lengths)
+ *         lengths[, char_ids])
  * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
  * here through the buffer protocol, so no second copy of the rules) and builds hash tables of
  * the merges (byte_bpe.MergeTable's sorted arrays) and of the whole words; dropped (256 flags)
  * are the bytes a trailing character-removing Split takes out of every piece, lengths the
- * bytes of each id.
+ * bytes of each id; char_ids (int32 per code point), for character BPE with byte fallback
+ * (Gemma), each character's id or -1, byte_ids then being the byte fallback tokens.
  * encode(data, span_begin, span_end, added_ids, check_nfc, moves) returns (ids, ends) as
  * int32 bytes, ends moved back by moves (nfc.Alignment as int64 triples) or an int where
  * there are none (0: bytes are dropped, ENDS_* of native.h); or, with nothing encoded, what
@@ -36,6 +37,8 @@ typedef struct {
     uint8_t dropped[256];
     int32_t *lengths; /* the bytes of each id */
     size_t n_lengths;
+    Py_buffer chars; /* character BPE: each code point's id (model.char_ids) */
+    int has_chars;
     Model model;
 } Encoder;
 
@@ -44,6 +47,8 @@ static atomic_uint next_owner = 1;
 static void encoder_clear(Encoder *e) {
     for (int i = 0; i < e->held; i++) PyBuffer_Release(&e->tables[i]);
     e->held = 0;
+    if (e->has_chars) PyBuffer_Release(&e->chars);
+    e->has_chars = 0;
     PyMem_Free(e->model.pairs);
     PyMem_Free(e->model.word_slots);
     PyMem_Free(e->model.word_bytes);
@@ -142,14 +147,27 @@ static int build_words(Model *m, PyObject *bytes, PyObject *at, PyObject *ids) {
 
 static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     PyObject *t[N_TABLES], *byte_ids, *keys, *ranks, *merged, *wbytes, *wat, *wids, *lengths;
+    PyObject *chars = Py_None;
     Py_buffer dropped;
     int ignore;
     long long width;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOLpOOOy*O", &e->family, &t[0], &t[1], &t[2], &t[3],
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOLpOOOy*O|O", &e->family, &t[0], &t[1], &t[2], &t[3],
                           &t[4], &t[5], &byte_ids, &keys, &ranks, &merged, &width, &ignore,
-                          &wbytes, &wat, &wids, &dropped, &lengths))
+                          &wbytes, &wat, &wids, &dropped, &lengths, &chars))
         return -1;
     encoder_clear(e);
+    if (chars != Py_None) {
+        if (PyObject_GetBuffer(chars, &e->chars, PyBUF_C_CONTIGUOUS) < 0) {
+            PyBuffer_Release(&dropped);
+            return -1;
+        }
+        e->has_chars = 1;
+        if (e->chars.len != 0x110001 * 4) {
+            PyBuffer_Release(&dropped);
+            PyErr_SetString(PyExc_ValueError, "character ids: one int32 per code point");
+            return -1;
+        }
+    }
     Py_ssize_t n_lengths = 0;
     if ((e->lengths = copied(lengths, 4, &n_lengths)) == NULL) {
         PyBuffer_Release(&dropped);
@@ -189,6 +207,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     }
     m->width = width;
     m->ignore_merges = ignore;
+    m->char_ids = e->has_chars ? e->chars.buf : NULL;
     if (build_pairs(m, keys, ranks, merged) < 0 || build_words(m, wbytes, wat, wids) < 0)
         return -1;
     m->owner = atomic_fetch_add(&next_owner, 1);

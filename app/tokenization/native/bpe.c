@@ -199,11 +199,28 @@ static size_t merge_with_heap(const Model *m, int32_t *tok, size_t n, Scratch *w
     return k;
 }
 
-long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w) {
-    if (len == 1) {
-        out[0] = m->byte_ids[piece[0]];
-        return 1;
+/* The symbols a piece starts from: its bytes' ids, or for character BPE each character's id
+ * (its bytes' fallback ids where it has none, as HF's byte_fallback); at most len of them. */
+static size_t initial_symbols(const Model *m, const uint8_t *piece, size_t len, int32_t *out) {
+    if (m->char_ids == NULL) {
+        for (size_t i = 0; i < len; i++) out[i] = m->byte_ids[piece[i]];
+        return len;
     }
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        int width;
+        int32_t id = m->char_ids[utf8_decode_at(piece, i, &width)];
+        if (id >= 0)
+            out[n++] = id;
+        else
+            for (int k = 0; k < width; k++) out[n++] = m->byte_ids[piece[i + k]];
+        i += (size_t)width;
+    }
+    return n;
+}
+
+long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w) {
+    if (len == 1) return (long)initial_symbols(m, piece, 1, out);
     uint64_t key[CACHE_WORDS] = {0};
     Entry *cache = len <= 8 * CACHE_WORDS ? w->cache : NULL;
     Entry *e = NULL;
@@ -222,8 +239,8 @@ long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, S
         out[n++] = id;
     } else {
         if (reserve(w, len) < 0) return -1;
-        for (size_t i = 0; i < len; i++) out[i] = m->byte_ids[piece[i]];
-        n = len <= ARRAY_MAX ? merge_in_arrays(m, out, len, w) : merge_with_heap(m, out, len, w);
+        n = initial_symbols(m, piece, len, out);
+        n = n <= ARRAY_MAX ? merge_in_arrays(m, out, n, w) : merge_with_heap(m, out, n, w);
     }
     if (e != NULL && n <= CACHE_IDS) {
         memcpy(e->key, key, sizeof(key));

@@ -31,11 +31,15 @@ from app.tokenization.native._native import Encoder
 from app.tokenization.native.added_tokens import NativeAddedSpans
 from app.tokenization.native.nfc import normalized
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
+from gpu_kernels.char_bpe import CharacterMergeTable
 from gpu_kernels.char_classes import ClassTable
 from gpu_kernels.payload import Payload, windows_normalized
 from gpu_kernels.plan import EncoderPlan
 
-FAMILIES = ("cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits", "tekken", "qwen35")
+FAMILIES = (
+    "cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits", "tekken", "qwen35",
+    "spaces_replaced",
+)  # fmt: skip
 """The scanners of ``scan.c``, in the order of its family codes."""
 
 PROBE_LATER_BELOW = 32 << 10
@@ -43,6 +47,8 @@ PROBE_LATER_BELOW = 32 << 10
 reference while the blocks are probed in the background (``NativeEncoder``): probing a block
 takes ~20 ms, about what the reference takes on 30 KB."""
 
+_MARK = "\u2581".encode()
+"""Gemma's space mark: in the text itself it would spell what a space spells."""
 _ENDS_DO_NOT_ADD_UP = 1
 _ENDS_REASONS = {
     _ENDS_DO_NOT_ADD_UP: "the tokens' bytes do not add up to the text",
@@ -97,10 +103,16 @@ class NativeEncoder:
         self._dropped = self.plan.dropped
         words = merges.words if merges.ignore_merges else {}
         lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        added = reference.tokenizer.get_added_tokens_decoder()
-        self._lengths = _token_lengths(
-            merges.words, {token.content.encode(): i for i, token in added.items()}
-        )
+        chars = merges.char_ids if isinstance(merges, CharacterMergeTable) else None
+        self._marks_declined = chars is not None
+        # Added tokens holding the mark match only a literal one, which is declined: their ids
+        # (Gemma's "▁▁"...) come from merged spaces, with the vocabulary's lengths.
+        added = {
+            i: len(token.content.encode())
+            for i, token in reference.tokenizer.get_added_tokens_decoder().items()
+            if not (self._marks_declined and "\u2581" in token.content)
+        }
+        self._lengths = _token_lengths(merges.byte_lengths(), added)
         self._core = Encoder(
             FAMILIES.index(self.plan.family),
             table.classes, table.folds, table.kinds, table.nfc, table.probed, table.numeric,
@@ -108,7 +120,7 @@ class NativeEncoder:
             int(merges.width), merges.ignore_merges,
             b"".join(words), np.concatenate(([0], np.cumsum(lengths))),
             np.fromiter(words.values(), dtype=np.int32, count=len(words)),
-            self._dropped.tobytes(), self._lengths,
+            self._dropped.tobytes(), self._lengths, chars,
         )  # fmt: skip
         self._lock = threading.Lock()
         self._declined: Counter[str] = Counter()
@@ -124,6 +136,8 @@ class NativeEncoder:
     def encode_utf8(self, data: bytes) -> tuple[IdArray, OffsetArray] | None:
         """``encode`` of a text given as its UTF-8 alone (valid: the encoding of a ``str``),
         so that the chunks of a text need not be decoded for it."""
+        if self._marks_declined and _MARK in data:
+            return self._declines("a literal U+2581 in the text (spaces become it)")
         split = self.plan.split
         payload = split.payload_of(data)
         if payload.rewritten:  # a normalizer other than NFC changed it
@@ -265,11 +279,11 @@ class NativeEncoder:
         return None
 
 
-def _token_lengths(words: Mapping[bytes, int], added: Mapping[bytes, int]) -> IdArray:
-    """The bytes of every id the encoder can give: the vocabulary's byte-level words (which
-    every merge of byte-level symbols is) and the added tokens."""
-    size = max([*words.values(), *added.values()], default=-1) + 1
+def _token_lengths(vocabulary: Mapping[int, int], added: Mapping[int, int]) -> IdArray:
+    """The bytes of every id the encoder can give (id -> bytes): the vocabulary's (every merge
+    makes one of its tokens) and the added tokens'."""
+    size = max([*vocabulary, *added], default=-1) + 1
     lengths = np.zeros(size, dtype=np.int32)
-    for table in (words, added):
-        lengths[list(table.values())] = [len(token) for token in table]
+    for table in (vocabulary, added):
+        lengths[list(table)] = list(table.values())
     return lengths

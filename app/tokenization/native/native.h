@@ -12,7 +12,7 @@ enum { F_NONE, F_S, F_T, F_R, F_E, F_V, F_M, F_L, F_D };
 /* Pre-tokenizer families, in the order of encoder.FAMILIES. */
 enum {
     FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, FAM_GPT2_DIGITS, FAM_TEKKEN,
-    FAM_QWEN35, N_FAMILIES
+    FAM_QWEN35, FAM_SPACES_REPLACED, N_FAMILIES
 };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
@@ -44,6 +44,8 @@ typedef struct {
     int32_t *word_ids;
     int64_t word_max;
     uint32_t owner; /* tells this model's entries in a thread's piece cache from others' */
+    const int32_t *char_ids; /* character BPE (Gemma): each code point's id, -1 where its bytes
+                              * fall back to byte_ids; NULL for byte-level BPE */
 } Model;
 
 /* Growable per-call buffers of the merge, and the calling thread's piece cache (NULL: none). */

@@ -258,8 +258,22 @@ static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
     return k;
 }
 
+/* Gemma (character BPE, spaces replaced by U+2581, no pre-split): a piece starts before each
+ * space that follows printable ASCII other than '>', where tokenizer_spec checked that no
+ * token of the vocabulary joins the two, so no merge crosses there (boundaries.py). */
+static size_t spaces_replaced_pieces(const Stretch *s, uint32_t *starts) {
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t before = i ? s->cp[i - 1] : 0;
+        if (i == 0 || (s->cp[i] == ' ' && before >= 0x21 && before <= 0x7E && before != '>'))
+            starts[k++] = (uint32_t)i;
+    }
+    return k;
+}
+
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     if (family == FAM_DEEPSEEK_V3) return deepseek_pieces(s, starts);
+    if (family == FAM_SPACES_REPLACED) return spaces_replaced_pieces(s, starts);
     if (family == FAM_GPT2_DIGITS) return gpt2_digits_pieces(s, starts);
     size_t k = 0, i = 0;
     while (i < s->n) {
