@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.generation import ToolFormat
-from app.protocol.output import ChatDelta
+from app.protocol.output import FORMATS, ChatDelta
 from tests.protocol.output.helpers import make_parser, parsed, split_at, stream
 
 JSON_PIECES = ['{"a": 1}', '{"s": "x\\"y"}', "{", "}", "[", "]", '"', "\\", ",", ";", ":", "1"]
@@ -132,7 +132,7 @@ MARKERS: dict[ToolFormat, tuple[str, ...]] = {
     "pythonic": ("<|python_start|>", "<|python_end|>"),
 }
 """What a parsed call does not give back: markers, and the envelope's own words."""
-FORMATS = list(FRAGMENTS)
+NAMES = list(FRAGMENTS)
 
 cuts = st.lists(st.integers(min_value=0, max_value=10_000), max_size=12)
 
@@ -144,6 +144,14 @@ def model_text(fmt: ToolFormat) -> st.SearchStrategy[str]:
     calls = [piece for piece in FRAGMENTS[fmt] if len(piece) > 12]
     opening = st.tuples(st.sampled_from(["", " ", "\n"]), st.sampled_from(calls), soup)
     return soup | opening.map("".join)
+
+
+def modes(fmt: ToolFormat) -> st.SearchStrategy[tuple[bool, bool]]:
+    """``(reasoning, starts_in_reasoning)``: the prompt may open reasoning where the family
+    writes any."""
+    if FORMATS[fmt].reasoning is None:
+        return st.sampled_from([(False, False), (True, False)])
+    return st.sampled_from([(False, False), (True, False), (True, True)])
 
 
 def written_back(deltas: list[ChatDelta]) -> str:
@@ -165,16 +173,16 @@ def letters(fmt: ToolFormat, text: str) -> str:
     return re.sub(r"[\W\d_]", "", text.lower().replace("none", "null"))
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", NAMES)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_any_chunking_folds_to_parse(fmt: ToolFormat, data: st.DataObject) -> None:
     text = data.draw(model_text(fmt))
     points = data.draw(cuts)
-    reasoning = data.draw(st.booleans())
+    reasoning, starts_in = data.draw(modes(fmt))
 
     def new() -> Any:
-        return make_parser(reasoning=reasoning, tool_format=fmt)
+        return make_parser(reasoning=reasoning, tool_format=fmt, starts_in_reasoning=starts_in)
 
     whole = new().parse(text)
     streamed = stream(new(), split_at(text, points))
@@ -183,12 +191,13 @@ def test_any_chunking_folds_to_parse(fmt: ToolFormat, data: st.DataObject) -> No
     assert indexes == list(range(len(indexes)))
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", NAMES)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_no_output_is_lost(fmt: ToolFormat, data: st.DataObject) -> None:
     text = data.draw(model_text(fmt))
-    parser = make_parser(reasoning=data.draw(st.booleans()), tool_format=fmt)
+    reasoning, starts_in = data.draw(modes(fmt))
+    parser = make_parser(reasoning=reasoning, tool_format=fmt, starts_in_reasoning=starts_in)
     deltas = stream(parser, split_at(text, data.draw(cuts)))
     assert letters(fmt, written_back(deltas)) == letters(fmt, text)
 
