@@ -41,7 +41,7 @@ class Llama3CallsEnd:
     def __init__(self) -> None:
         self._cursor: JsonCursor | None = None
         self._pos = 0  # where the next object, or what follows the last one, is looked for
-        self._objects_end = 0  # just after the last complete object and its separator
+        self._objects_end = 0  # just after the last complete object
 
     def find(self, body: str) -> int | None:
         """Where the calls end in ``body`` (the text after the tag), if known yet."""
@@ -81,8 +81,9 @@ def _call(text: str) -> Call | None:
 
 
 def decode_llama3_json(block: str, schemas: Schemas) -> list[Call] | None:
-    """The calls in ``block``: JSON objects separated by ``;``. ``None`` unless every object
-    is a call and nothing else is there (the JSON carries its own types: no ``schemas``)."""
+    """The calls in ``block``: JSON objects separated by ``;`` (one may trail). ``None``
+    unless every object is a call and nothing else is there (the JSON carries its own types:
+    no ``schemas``)."""
     calls: list[Call] = []
     cursor = JsonCursor(ends_with_value=True)
     expect_object = True
@@ -101,7 +102,7 @@ def decode_llama3_json(block: str, schemas: Schemas) -> list[Call] | None:
         calls.append(call)
         cursor = JsonCursor(ends_with_value=True)
         cursor.pos, expect_object = end, False
-    return calls if calls and not expect_object else None
+    return calls or None
 
 
 CALLS = TagCalls(

@@ -48,7 +48,7 @@ def test_several_calls_separated_by_semicolons() -> None:
     text = (
         '\n{"name": "read_file", "parameters": {"path": "a.py"}}; '
         '{"type": "function", "name": "read_file", "arguments": {"path": "b.py"}};'
-        '{"name": "list_dir", "parameters": {}}'
+        '{"name": "list_dir", "parameters": {}};\n'
     )
     assert_every_split(
         llama,
