@@ -46,7 +46,7 @@ tool_formats = st.sampled_from(["hermes", "qwen3_coder", None])
 modes = st.sampled_from([(False, False), (True, False), (True, True)])
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(model_text, cuts, tool_formats, modes)
 def test_any_chunking_folds_to_parse(
     text: str, points: list[int], tool_format: ToolFormat | None, mode: tuple[bool, bool]
@@ -68,7 +68,7 @@ def test_any_chunking_folds_to_parse(
         assert whole.finish_reason("length") == "length"
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(model_text, cuts, tool_formats, modes)
 def test_no_output_is_lost(
     text: str, points: list[int], tool_format: ToolFormat | None, mode: tuple[bool, bool]
@@ -107,7 +107,7 @@ calls = st.lists(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     st.none() | prose, st.none() | words, calls, st.none() | words, st.booleans(),
     st.sampled_from([None, 2]), cuts,
@@ -171,7 +171,7 @@ coder_params = st.dictionaries(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(coder_params, min_size=1, max_size=3), st.booleans(), cuts)
 def test_qwen3_coder_output_parses_to_typed_arguments(
     call_params: list[dict[str, tuple[str, Any]]], known_tool: bool, points: list[int]
