@@ -82,12 +82,14 @@ class Sampling:
 @dataclass(frozen=True, slots=True)
 class TokenLogprob:
     """One output token's log probability as an upstream reports it: its text, its bytes,
-    and (for a chosen token) the likeliest alternatives at its position, likeliest first."""
+    and (for a chosen token) the likeliest alternatives at its position, likeliest first.
+    A tokens-out upstream reports only the ``token_id``: its text is ours to spell."""
 
     token: str
     logprob: float
     bytes: bytes
     top: tuple[TokenLogprob, ...] = ()
+    token_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

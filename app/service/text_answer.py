@@ -10,6 +10,7 @@ upstream decide; an event or answer past ``INLINE_BYTES`` is worked in a worker 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio.to_thread
@@ -17,7 +18,7 @@ from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
 from app.errors import UpstreamTruncatedError
-from app.generation import Usage
+from app.generation import TokenLogprob, Usage
 from app.protocol.chat_logprobs import ChatLogprobs
 from app.protocol.chat_stream import ChatAssembler
 from app.upstream.dialect import Dialect, Generated
@@ -79,7 +80,7 @@ class StreamedText:
         self._finish_reason = piece.finish_reason or self._finish_reason
         self._stop_sequence = piece.stop_sequence or self._stop_sequence
         self._usage = piece.usage or self._usage
-        self._logprobs.add(piece.logprobs)
+        self._logprobs.add(spelled(piece.logprobs, self._tokenizer))
         return self._logprobs.attach(self._assembler.chunks(self._stops.feed(text)))
 
     def end(self, include_usage: bool) -> list[dict[str, Any]]:
@@ -123,8 +124,21 @@ def whole_text(
         generated.stop_sequence,
     )
     logprobs = ChatLogprobs(top_logprobs)
-    logprobs.add(generated.logprobs)
+    logprobs.add(spelled(generated.logprobs, tokenizer))
     return logprobs.completed(completion)
+
+
+def spelled(tokens: tuple[TokenLogprob, ...], tokenizer: Tokenizer) -> list[TokenLogprob]:
+    """``tokens`` with the text and bytes of those a tokens-out upstream reported by id only:
+    the token decoded alone, as vLLM's chat API spells its log probabilities."""
+    out = []
+    for token in tokens:
+        if token.token_id is not None:
+            text = str(tokenizer.decode([token.token_id], skip_special_tokens=False))
+            top = tuple(spelled(token.top, tokenizer))
+            token = replace(token, token=text, bytes=text.encode(), top=top)
+        out.append(token)
+    return out
 
 
 def finished(reason: str | None) -> str:

@@ -3,7 +3,7 @@ the server's own fields, and the log probabilities read back from its answers.
 
 | server | format | log probabilities |
 |---|---|---|
-| vLLM (completions, generate) | ``structured_outputs``: json, json_object, regex, choice, grammar | completions: ``logprobs`` (top k); generate: refused |
+| vLLM (completions, generate) | ``structured_outputs``: json, json_object, regex, choice, grammar | ``logprobs`` (top k) |
 | SGLang ``/generate`` | ``sampling_params``: json_schema (text), regex, ebnf, choice | refused |
 | llama.cpp | ``json_schema``, ``grammar`` (GBNF); regex and choice refused | ``n_probs`` (its own API) |
 
@@ -28,16 +28,14 @@ ANY_OBJECT: dict[str, Any] = {"type": "object"}
 """The schema of ``json_object``: any JSON object."""
 
 
-def vllm_fields(sampling: Sampling, *, logprobs: bool = True) -> dict[str, Any]:
-    """vLLM's ``structured_outputs`` and (where ``logprobs``) ``logprobs`` fields."""
+def vllm_fields(sampling: Sampling) -> dict[str, Any]:
+    """vLLM's ``structured_outputs`` and ``logprobs`` fields."""
     fields: dict[str, Any] = {}
     fmt = sampling.output_format
     if fmt is not None:
         key = "json_object" if fmt.kind == "json" and fmt.value is None else fmt.kind
         fields["structured_outputs"] = {key: True if key == "json_object" else fmt.value}
     if sampling.logprobs is not None:
-        if not logprobs:
-            raise _cannot("logprobs", "this dialect")
         fields["logprobs"] = sampling.logprobs
     return fields
 
@@ -110,6 +108,43 @@ def vllm_completion_logprobs(choice: Answer) -> tuple[TokenLogprob, ...]:
         logprob = _NO_LOGPROB if value is None else _number(value)
         out.append(TokenLogprob(token, logprob, token.encode(), alternatives))
     return tuple(out)
+
+
+def vllm_generate_logprobs(choice: Answer) -> tuple[TokenLogprob, ...]:
+    """vLLM generate's ``logprobs.content``: token ids with their log probability; each
+    one's ``top_logprobs`` (the sampled token first, then the candidates) here ranked,
+    likeliest first, each token once."""
+    out = []
+    for entry in choice.object("logprobs").objects("content"):
+        candidates = sorted(
+            (_generate_token(c) for c in entry.objects("top_logprobs")),
+            key=lambda pair: pair[0],
+        )
+        seen: set[int | None] = set()
+        ranked = []
+        for _, candidate in candidates:
+            if candidate.token_id not in seen:
+                seen.add(candidate.token_id)
+                ranked.append(candidate)
+        _, chosen = _generate_token(entry)
+        out.append(TokenLogprob("", chosen.logprob, b"", tuple(ranked), chosen.token_id))
+    return tuple(out)
+
+
+def _generate_token(entry: Answer) -> tuple[float, TokenLogprob]:
+    """(rank order, token) of one generate candidate; no rank: by log probability."""
+    token_id = _token_id(entry.raw("token_id"))
+    logprob = _number(entry.raw("logprob"))
+    rank = entry.count("rank")
+    return (float(rank) if rank is not None else -logprob), TokenLogprob(
+        "", logprob, b"", (), token_id
+    )
+
+
+def _token_id(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise UpstreamMalformedError(f"a log probability's token_id {value!r} is not a token id")
 
 
 def _number(value: Any) -> float:

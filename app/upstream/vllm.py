@@ -18,7 +18,7 @@ from app.upstream.dialect import (
     with_ids,
 )
 from app.upstream.llamacpp import OpenAICompletions
-from app.upstream.output_fields import vllm_fields
+from app.upstream.output_fields import vllm_fields, vllm_generate_logprobs
 
 
 class VllmCompletions(OpenAICompletions):
@@ -79,7 +79,7 @@ class VllmGenerate(VllmCompletions):
             "stream": call.stream,
             "sampling_params": call.sampling_fields()
             | call.format_fields(detokenized=False)
-            | vllm_fields(call.sampling, logprobs=False),
+            | vllm_fields(call.sampling),
         }
         if call.stream:  # usage comes in a last chunk with ``choices: []``
             fields["stream_options"] = {"include_usage": True}
@@ -90,6 +90,7 @@ class VllmGenerate(VllmCompletions):
         choice = answer.first("choices")
         return Generated(
             token_ids=choice.ids("token_ids"),
+            logprobs=vllm_generate_logprobs(choice),
             finish_reason=choice.finish_reason(),
             usage=usage_of(answer, prompt_tokens),
             stop_sequence=stop_string(choice.raw("stop_reason")),

@@ -327,9 +327,8 @@ def test_vllm_takes_every_format_as_declared(fmt: OutputFormat) -> None:
     params = orjson.loads(bytes(generate.request(formatted(fmt, None))[1]))["sampling_params"]
     assert schema_errors(SCHEMA, "SamplingParams", params) == []
     assert params["structured_outputs"] == body["structured_outputs"]
-    with pytest.raises(BadRequestError) as refused:  # tokens out: not carried back
-        generate.request(formatted(fmt, 0))
-    assert refused.value.param == "logprobs"
+    params = orjson.loads(bytes(generate.request(formatted(fmt, 3))[1]))["sampling_params"]
+    assert schema_errors(SCHEMA, "SamplingParams", params) == [] and params["logprobs"] == 3
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.kind)
@@ -359,3 +358,42 @@ def test_vllm_completion_logprobs_are_declared_and_read() -> None:
     assert [(t.token, t.logprob, t.bytes) for t in tokens] == [
         ("Hi", -0.5, b"Hi"), (" there", -9999.0, b" there")]
     assert [[a.token for a in t.top] for t in tokens] == [["Hi", "Hello"], [" there", "!"]]
+
+
+def test_vllm_generate_logprobs_are_declared_and_spelled_by_us(smollm2_dir: Path) -> None:
+    """Tokens out: vLLM reports ids and log probabilities; the client sees each token's text
+    (decoded alone), its alternatives ranked (vLLM lists the sampled one first)."""
+    ids = output_ids(smollm2_dir, "Hi there.")
+    tokenizer = Tokenizer.from_file(str(smollm2_dir / "tokenizer.json"))
+
+    def logprobs(position: int) -> dict[str, Any]:
+        sampled = {"token_id": ids[position], "logprob": -2.0, "rank": 3}
+        top = [sampled, {"token_id": 300, "logprob": -0.5, "rank": 1},
+               {"token_id": 301, "logprob": -1.0, "rank": 2}]
+        return {"content": [sampled | {"top_logprobs": top}]}
+
+    whole = answers.vllm_generate(ids, 3, None)
+    whole["choices"][0]["logprobs"] = {"content": [c for k in range(len(ids))
+                                                   for c in logprobs(k)["content"]]}
+    events = answers.vllm_generate_stream(ids, 3, None)
+    for k, event in enumerate(events[:-1]):
+        event["choices"][0]["logprobs"] = logprobs(k)
+    for model, payload in [("GenerateTokensResponse", whole),
+                           *(("GenerateTokensStreamResponse", e) for e in events)]:
+        assert schema_errors(SCHEMA, model, payload) == [], payload
+    spelled = [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
+    with replaying(smollm2_dir, "vllm-generate", "/inference/v1/generate", whole,
+                   events) as http:
+        for stream in (False, True):
+            body = {"model": "m", "messages": MESSAGES, "stream": stream, "logprobs": True,
+                    "top_logprobs": 2}
+            reply = http.post("/v1/chat/completions", json=body)
+            assert reply.status_code == 200, reply.text
+            lines = [orjson.loads(line[6:]) for line in reply.text.splitlines()
+                     if line.startswith("data: {")] if stream else [reply.json()]
+            content = [t for c in lines if c["choices"]
+                       for t in (c["choices"][0]["logprobs"] or {}).get("content") or []]
+            assert [t["token"] for t in content] == spelled
+            assert [t["logprob"] for t in content] == [-2.0] * len(ids)
+            assert [[a["token"] for a in t["top_logprobs"]] for t in content] == [
+                [tokenizer.decode([300]), tokenizer.decode([301])]] * len(ids)
