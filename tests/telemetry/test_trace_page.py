@@ -86,6 +86,7 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
             everything = rendered(f"{url}/debug/traces", tmp_path / "profile")
             session = recorded[-1]["session"]  # the first request's
             one = rendered(f"{url}/debug/traces?session={session}", tmp_path / "profile")
+            mine = rendered(f"{url}/debug/traces?session=one", tmp_path / "profile")  # the client's
 
     rows = everything.rows
     assert [r["data-route"] for r in rows] == ["full", "edit", "full"]  # newest first
@@ -106,6 +107,8 @@ def test_the_page_shows_recent_requests_and_filters_by_session(
     assert [r["data-session"] for r in one.rows] == [session, session]
     assert [r["data-route"] for r in one.rows] == ["edit", "full"]
     assert one.summary.startswith(f"2 of 3 recent requests in session {session}")
+    assert [r["data-session"] for r in mine.rows] == [session, session]
+    assert mine.summary.startswith("2 of 3 recent requests in session one")
     # the request refused before it reached the upstream is on the page too
     assert [(r["data-api"], r["data-status"]) for r in everything.refusals] == [
         ("messages", "400")]
