@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +124,16 @@ def fresh_headers() -> dict[str, str]:
     return {"authorization": f"Bearer fresh-{next(keys)}"}
 
 
-@contextmanager
-def apps(folder: Path) -> Iterator[tuple[StubUpstream, httpx.Client, httpx.Client]]:
-    """(the upstream, the app that keeps sessions, the app that answers each call fresh)."""
+Apps = tuple[StubUpstream, httpx.Client, httpx.Client]
+
+
+@pytest.fixture(scope="module")
+def apps(qwen3_dir: Path) -> Iterator[Apps]:
+    """(the upstream, the app that keeps sessions, the app that answers each call fresh):
+    each test's sessions have keys of their own."""
     stub = StubUpstream()
-    with stub.serve() as upstream, proxy(upstream, folder) as session, \
-            proxy(upstream, folder) as fresh:  # fmt: skip
+    with stub.serve() as upstream, proxy(upstream, qwen3_dir) as session, \
+            proxy(upstream, qwen3_dir) as fresh:  # fmt: skip
         yield stub, session, fresh
 
 
@@ -155,7 +158,7 @@ def test_a_changed_instructions_is_the_system_turn(qwen3_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("api", ARRAY)
-def test_a_duplicated_array_reads_as_orjson_reads_it(qwen3_dir: Path, api: str) -> None:
+def test_a_duplicated_array_reads_as_orjson_reads_it(apps: Apps, api: str) -> None:
     """Item 2 of issue 37: a body with its array twice, then a continuation appending to the
     first one: both read the last array, as orjson (and a fresh app) does."""
     array = ARRAY[api]
@@ -164,12 +167,13 @@ def test_a_duplicated_array_reads_as_orjson_reads_it(qwen3_dir: Path, api: str) 
     more = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}]
     calls = [[*BASE[api], (array, one), (array, two)],
              [*BASE[api], (array, [*one, *more]), (array, two)]]  # fmt: skip
-    with apps(qwen3_dir) as (stub, session, fresh):
-        for pairs in calls:
-            body = encode(pairs)
-            remembered = answer(session, PATH[api], body, stub, {"authorization": "Bearer k"})
-            assert remembered[0] == 200
-            assert remembered == answer(fresh, PATH[api], body, stub, fresh_headers())
+    stub, session, fresh = apps
+    headers = fresh_headers()  # a session of this test's own
+    for pairs in calls:
+        body = encode(pairs)
+        remembered = answer(session, PATH[api], body, stub, headers)
+        assert remembered[0] == 200
+        assert remembered == answer(fresh, PATH[api], body, stub, fresh_headers())
 
 
 @st.composite
@@ -186,25 +190,25 @@ def bodies(draw: st.DrawFn, api: str, history: list[Any]) -> Pairs:
 
 
 @pytest.mark.parametrize("api", ARRAY)
-def test_every_field_is_read_afresh(qwen3_dir: Path, api: str) -> None:
+def test_every_field_is_read_afresh(apps: Apps, api: str) -> None:
     statuses: Counter[int] = Counter()
-    with apps(qwen3_dir) as (stub, session, fresh):
+    stub, session, fresh = apps
 
-        @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-        @given(st.data(), st.booleans())
-        def run(data: st.DataObject, named: bool) -> None:
-            n = next(keys)
-            headers = {"authorization": f"Bearer session-{n}"}
-            if named:
-                headers["x-session-id"] = f"s-{n}"
-            history: list[Any] = []
-            for _ in range(data.draw(st.integers(2, 6))):
-                new = data.draw(st.lists(ITEMS[api], min_size=1, max_size=2))
-                history = [*history, *new] if history and data.draw(st.booleans()) else new
-                body = encode(data.draw(bodies(api, history)))
-                remembered = answer(session, PATH[api], body, stub, headers)
-                statuses[remembered[0]] += 1
-                assert remembered == answer(fresh, PATH[api], body, stub, fresh_headers())
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data(), st.booleans())
+    def run(data: st.DataObject, named: bool) -> None:
+        n = next(keys)
+        headers = {"authorization": f"Bearer session-{n}"}
+        if named:
+            headers["x-session-id"] = f"s-{n}"
+        history: list[Any] = []
+        for _ in range(data.draw(st.integers(2, 6))):
+            new = data.draw(st.lists(ITEMS[api], min_size=1, max_size=2))
+            history = [*history, *new] if history and data.draw(st.booleans()) else new
+            body = encode(data.draw(bodies(api, history)))
+            remembered = answer(session, PATH[api], body, stub, headers)
+            statuses[remembered[0]] += 1
+            assert remembered == answer(fresh, PATH[api], body, stub, fresh_headers())
 
-        run()
+    run()
     assert statuses[200] and statuses[400], statuses  # both kinds of body were sent
