@@ -33,6 +33,8 @@ TEMPLATE_INSTRUCTION = "[func_name1("
 _JSON_NAMES = {"true": True, "false": False, "null": None}
 _OUTSIDE = re.compile(r"[\[\](){}'\"#]")
 _OPENERS = "[({"
+_STRING_ENDS = {quote: re.compile(r"\\|" + re.escape(quote)) for quote in ("'", '"', "'''", '"""')}
+"""Where a string that opened with the key may end: its quote, or a backslash to skip."""
 
 
 class _NotLiteral(ValueError):
@@ -86,7 +88,7 @@ class PythonListEnd:
             elif char in "'\"":
                 if body.startswith(char * 3, at):
                     self._quote, self._pos = char * 3, at + 3
-                elif (char * 3).startswith(body[at:]):
+                elif len(body) - at < 3 and (char * 3).startswith(body[at:]):
                     self._pos = at  # maybe a triple quote still arriving
                     return None
                 else:
@@ -100,15 +102,14 @@ class PythonListEnd:
     def _scan_string(self, body: str) -> bool:
         """Moves past the open string's end; ``False`` while it has not arrived."""
         assert self._quote is not None
+        ends = _STRING_ENDS[self._quote]
         pos = self._pos
         while True:
-            at = min(
-                (i for i in (body.find("\\", pos), body.find(self._quote, pos)) if i >= 0),
-                default=-1,
-            )
-            if at < 0:
+            match = ends.search(body, pos)
+            if match is None:
                 self._pos = max(pos, len(body) - len(self._quote) + 1)
                 return False
+            at = match.start()
             if body[at] == "\\":
                 if at + 1 >= len(body):
                     self._pos = at
