@@ -120,9 +120,8 @@ async def serve(request: Request, api: ClientApi) -> Response:
     timings.parse_s = time.perf_counter() - timings.received - timings.read_s
     caller = edge.with_body(parsed.body)
     try:
-        prepared = await service.prepare(
-            chat, caller, timings, continuation=parsed.reused_messages > 0
-        )
+        extended = parsed.new_bytes if parsed.reused_messages > 0 else None
+        prepared = await service.prepare(chat, caller, timings, new_bytes=extended)
     except api.streamed_refusals as exc:
         if not chat.stream:
             raise

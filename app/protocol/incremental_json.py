@@ -58,6 +58,8 @@ class ParsedBody:
     reused_messages: int
     """How many leading messages are the previous call's objects, validated in it."""
     _entry: _Previous | None = None
+    new_bytes: int | None = None
+    """How many bytes the body grew by over the previous call's, when it extends it."""
 
     def valid(self) -> None:
         """Records that this body passed validation: the next call that extends it may skip
@@ -82,7 +84,8 @@ class BodyParser:
             if appended is not None:
                 self._remember(key, appended)
                 reused = len(previous.body[self._array]) if previous.validated else 0
-                return ParsedBody(appended.body, reused, appended)
+                grown = len(data) - len(previous.data)
+                return ParsedBody(appended.body, reused, appended, grown)
         body = orjson.loads(data)
         if key is not None and isinstance(body, dict) and isinstance(body.get(self._array), list):
             found = array_span(data, self._array)
