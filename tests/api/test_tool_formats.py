@@ -155,3 +155,29 @@ def test_the_format_of_the_template_reaches_the_client_as_fields(
     message = whole["message"]
     assert message["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris", "days": 2}'
     assert message["content"] is None and message.get("reasoning_content") == thought
+
+
+def test_deepseek_v31_thinking_opened_by_the_prompt_is_reasoning(
+    templates: dict[str, Path], assets: dict[str, Path]
+) -> None:
+    """With ``thinking`` on, DeepSeek V3.1's template ends the prompt with ``<think>``: the
+    answer starts inside reasoning and ``</think>`` ends it."""
+    answer = "Paris in June: mild.</think>Expect about 24 °C."
+    stub = StubUpstream(pieces=[answer[i : i + 5] for i in range(0, len(answer), 5)])
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Weather in Paris in June?"}],
+        "chat_template_kwargs": {"thinking": True},
+        "stream": True,
+    }
+    template = templates["deepseek-ai-DeepSeek-V3.1"]
+    with stub.serve() as upstream, proxy(upstream, assets["qwen3"].parent, template) as url:
+        content, reasoning, calls, finish = streamed(url, body)
+        plain = streamed(url, body | {"chat_template_kwargs": {"thinking": False}})
+    assert (content, reasoning, calls, finish) == (
+        "Expect about 24 °C.",
+        "Paris in June: mild.",
+        [],
+        "stop",
+    )
+    assert plain == (answer, "", [], "stop")
