@@ -69,6 +69,7 @@ class StreamedText:
         self._stop_sequence: str | None = None
         self._usage: Usage | None = None
         self._logprobs = ChatLogprobs(top_logprobs)
+        self._logprobs_seen = 0
 
     def step(self, payload: Any) -> list[dict[str, Any]]:
         piece = self._dialect.event(payload, self._prompt_tokens)
@@ -80,7 +81,10 @@ class StreamedText:
         self._finish_reason = piece.finish_reason or self._finish_reason
         self._stop_sequence = piece.stop_sequence or self._stop_sequence
         self._usage = piece.usage or self._usage
-        self._logprobs.add(spelled(piece.logprobs, self._tokenizer))
+        logprobs = piece.logprobs
+        if piece.cumulative:  # all so far, like the text (SGLang's default stream)
+            logprobs, self._logprobs_seen = logprobs[self._logprobs_seen :], len(logprobs)
+        self._logprobs.add(spelled(logprobs, self._tokenizer))
         return self._logprobs.attach(self._assembler.chunks(self._stops.feed(text)))
 
     def end(self, include_usage: bool) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ the server's own fields, and the log probabilities read back from its answers.
 | server | format | log probabilities |
 |---|---|---|
 | vLLM (completions, generate) | ``structured_outputs``: json, json_object, regex, choice, grammar | ``logprobs`` (top k) |
-| SGLang ``/generate`` | ``sampling_params``: json_schema (text), regex, ebnf, choice | refused |
+| SGLang ``/generate`` | ``sampling_params``: json_schema (text), regex, ebnf, choice | ``return_logprob``, ``top_logprobs_num`` |
 | llama.cpp | ``json_schema``, ``grammar`` (GBNF); regex and choice refused | ``n_probs`` (its own API) |
 
 vLLM chat takes the client's own fields (``response_format``, ``logprobs`` ...), forwarded as
@@ -14,6 +14,7 @@ the client sent them.  What a server cannot carry is a 400 naming the client's f
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -40,10 +41,21 @@ def vllm_fields(sampling: Sampling) -> dict[str, Any]:
     return fields
 
 
+def sglang_logprob_fields(sampling: Sampling) -> dict[str, Any]:
+    """SGLang's request fields for log probabilities: the output's only (``logprob_start_len``
+    -1, none of the prompt's), each token's text with it."""
+    if sampling.logprobs is None:
+        return {}
+    return {
+        "return_logprob": True,
+        "top_logprobs_num": sampling.logprobs,
+        "logprob_start_len": -1,
+        "return_text_in_logprobs": True,
+    }
+
+
 def sglang_fields(sampling: Sampling) -> dict[str, Any]:
     """SGLang's ``sampling_params`` constraint: ``json_schema`` is the schema's JSON text."""
-    if sampling.logprobs is not None:
-        raise _cannot("logprobs", "the sglang dialect")
     fmt = sampling.output_format
     if fmt is None:
         return {}
@@ -139,6 +151,36 @@ def _generate_token(entry: Answer) -> tuple[float, TokenLogprob]:
     return (float(rank) if rank is not None else -logprob), TokenLogprob(
         "", logprob, b"", (), token_id
     )
+
+
+def sglang_logprobs(meta: Answer) -> tuple[TokenLogprob, ...]:
+    """SGLang's ``meta_info.output_token_logprobs`` ([log probability, token id, text] per
+    token) with ``output_top_logprobs`` (a list of such per token, or null); a token without
+    its text is spelled by us from its id."""
+    entries = meta.raw("output_token_logprobs") or []
+    tops = meta.raw("output_top_logprobs") or []
+    if not isinstance(entries, list) or not isinstance(tops, list):
+        raise UpstreamMalformedError("meta_info: output logprobs are not lists")
+    out = []
+    for k, entry in enumerate(entries):
+        alternatives = tops[k] if k < len(tops) and tops[k] is not None else []
+        if not isinstance(alternatives, list):
+            raise UpstreamMalformedError("meta_info.output_top_logprobs: not a list")
+        top = tuple(_sglang_token(a) for a in alternatives)
+        out.append(replace(_sglang_token(entry), top=top))
+    return tuple(out)
+
+
+def _sglang_token(entry: Any) -> TokenLogprob:
+    if not (isinstance(entry, list) and len(entry) == 3):
+        raise UpstreamMalformedError(f"a SGLang log probability entry {entry!r} is malformed")
+    value, token_id, text = entry
+    logprob = _NO_LOGPROB if value is None else _number(value)
+    if text is None:
+        return TokenLogprob("", logprob, b"", (), _token_id(token_id))
+    if not isinstance(text, str):
+        raise UpstreamMalformedError(f"a SGLang log probability's text {text!r} is not text")
+    return TokenLogprob(text, logprob, text.encode(), ())
 
 
 def _token_id(value: Any) -> int:

@@ -17,7 +17,7 @@ from app.upstream.dialect import (
     positive_int,
     with_ids,
 )
-from app.upstream.output_fields import sglang_fields
+from app.upstream.output_fields import sglang_fields, sglang_logprob_fields, sglang_logprobs
 
 _NAMES = {"max_tokens": "max_new_tokens", "seed": "sampling_seed", "min_tokens": "min_new_tokens"}
 """SGLang's names for the sampling fields whose OpenAI names its request decoder refuses."""
@@ -36,6 +36,7 @@ class SglangGenerate(Dialect):
         sampling = {"max_new_tokens": None} | call.sampling.named(**_NAMES) | call.format_fields()
         sampling |= sglang_fields(call.sampling)
         fields: dict[str, Any] = {"sampling_params": sampling, "stream": call.stream}
+        fields |= sglang_logprob_fields(call.sampling)
         key = "text" if call.prompt.as_text else "input_ids"
         return "/generate", with_ids(fields, call.prompt, key)
 
@@ -58,6 +59,7 @@ class SglangGenerate(Dialect):
             usage=usage,
             stop_sequence=matched,
             cumulative=_cumulative(answer, meta),
+            logprobs=sglang_logprobs(meta),
         )
 
     def tokenize_request(self, text: str, model: str) -> tuple[str, bytes]:

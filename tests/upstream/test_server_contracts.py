@@ -31,7 +31,6 @@ from starlette.routing import Route
 from tokenizers import Tokenizer
 
 from app.config import Settings
-from app.errors import BadRequestError
 from app.generation import OutputFormat, Sampling
 from app.main import create_app
 from app.protocol.chat_fields import PASSED_THROUGH
@@ -342,9 +341,10 @@ def test_sglang_takes_every_format_as_it_decodes_it(sglang_api: ModuleType,
     else:
         attribute = {"grammar": "ebnf"}.get(fmt.kind, fmt.kind)
         assert getattr(params, attribute) == fmt.value
-    with pytest.raises(BadRequestError) as refused:
-        sglang.request(formatted(fmt, 1))
-    assert refused.value.param == "logprobs"
+    asked = sglang_api.GenerateRequest.from_json_value(
+        orjson.loads(bytes(sglang.request(formatted(fmt, 2))[1])))
+    assert asked.return_logprob is True and asked.top_logprobs_num == 2
+    assert asked.logprob_start_len == -1 and asked.return_text_in_logprobs is True
 
 
 def test_vllm_completion_logprobs_are_declared_and_read() -> None:
@@ -397,3 +397,37 @@ def test_vllm_generate_logprobs_are_declared_and_spelled_by_us(smollm2_dir: Path
             assert [t["logprob"] for t in content] == [-2.0] * len(ids)
             assert [[a["token"] for a in t["top_logprobs"]] for t in content] == [
                 [tokenizer.decode([300]), tokenizer.decode([301])]] * len(ids)
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_sglang_logprobs_decode_and_reach_the_client(sglang_api: ModuleType, smollm2_dir: Path,
+                                                     incremental: bool) -> None:
+    """SGLang's [log probability, token id, text] entries, cumulative or incremental like its
+    text, reach a chat client once per token, in order, whole and streamed."""
+    pieces, ids = ["Hi", " there", "!"], [10, 11, 12]
+    entries = [[-0.25 * (k + 1), ids[k], pieces[k]] for k in range(3)]
+    tops = [[[-0.1, 99, "x"], entries[k]] for k in range(3)]
+    finish = {"type": "length", "length": 3}
+    events = answers.sglang_stream(pieces, ids, 3, finish, incremental=incremental)
+    for k, event in enumerate(events):
+        shown = slice(k, k + 1) if incremental else slice(0, k + 1)
+        event["meta_info"] |= {"output_token_logprobs": entries[shown],
+                               "output_top_logprobs": tops[shown]}
+    whole = answers.sglang_answer(pieces, ids, 3, finish)
+    whole["meta_info"] |= {"output_token_logprobs": entries, "output_top_logprobs": tops}
+    for payload in [*events, whole]:
+        sglang_api.GenerateResponse.from_json_value(payload)
+    with replaying(smollm2_dir, "sglang", "/generate", whole, events) as http:
+        for stream in (False, True):
+            body = {"model": "m", "messages": MESSAGES, "stream": stream, "logprobs": True,
+                    "top_logprobs": 1}
+            reply = http.post("/v1/chat/completions", json=body)
+            assert reply.status_code == 200, reply.text
+            lines = [orjson.loads(line[6:]) for line in reply.text.splitlines()
+                     if line.startswith("data: {")] if stream else [reply.json()]
+            content = [t for c in lines if c["choices"]
+                       for t in (c["choices"][0]["logprobs"] or {}).get("content") or []]
+            assert [(t["token"], t["logprob"]) for t in content] == [
+                (p, -0.25 * (k + 1)) for k, p in enumerate(pieces)]
+            assert all(t["top_logprobs"] == [{"token": "x", "logprob": -0.1,
+                                              "bytes": [120]}] for t in content)
