@@ -6,7 +6,8 @@
 The header is ``functions.<name>:<n>``, ``n`` counting the calls of the conversation (Kimi's
 chat templates rebuild it from the name and their own counter, so the id the client gets back
 need not be it). Every marker is a special token: the upstream must keep special tokens in
-its output text. Reasoning is ``<think>``...``</think>``.
+its output text. Reasoning is ``<think>``...``</think>``; a section that opens before
+``</think>`` ends the reasoning (as vLLM reads Kimi K2).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ FORMAT = Format(
         close=MARKERS.end,
         block_end=kimi_k2_section_end,
         decode=decode_kimi_k2,
+        end_reasoning=True,
     ),
     special_tokens=(*MARKERS.all, "<think>", "</think>"),
 )

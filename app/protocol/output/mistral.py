@@ -8,7 +8,8 @@ Devstral, Mistral Small 3.x, Ministral 3 and Magistral write one ``[TOOL_CALLS]`
 a call ends where its JSON value does. ``name{...}`` without ``[ARGS]`` is read too (vLLM
 does). Older models (Mistral 7B v0.3, Nemo) write one JSON array of every call. The markers
 are special tokens: the upstream must keep special tokens in its output text. Magistral
-reasons between ``[THINK]`` and ``[/THINK]`` (special tokens too).
+reasons between ``[THINK]`` and ``[/THINK]`` (special tokens too); a ``[TOOL_CALLS]``
+before ``[/THINK]`` ends the reasoning, as vLLM reads it.
 
 Mistral's chat templates refuse tool call ids that are not 9 letters and digits, so calls
 get such ids (``new_mistral_call_id``); the id a model writes after ``[CALL_ID]`` is read
@@ -124,7 +125,11 @@ FORMAT = Format(
     template_markers=(TOOL_CALLS,),
     reasoning=Reasoning(THINK_OPEN, THINK_CLOSE),
     calls=TagCalls(
-        opens=(TOOL_CALLS,), close=None, block_end=MistralCallEnd, decode=decode_mistral
+        opens=(TOOL_CALLS,),
+        close=None,
+        block_end=MistralCallEnd,
+        decode=decode_mistral,
+        end_reasoning=True,
     ),
     special_tokens=(TOOL_CALLS, ARGS, CALL_ID, THINK_OPEN, THINK_CLOSE),
     call_id=new_mistral_call_id,

@@ -31,6 +31,16 @@ def test_thinking_content_and_one_call() -> None:
     )
 
 
+def test_a_section_opened_inside_reasoning_ends_it() -> None:
+    """The model went on to its calls without ``</think>``; vLLM reads Kimi K2 so too."""
+    text = (
+        f"<think>I need the weather.{BEGIN}{CALL}functions.get_weather:0{ARGS}{{}}{CALL_END}{END}"
+    )
+    assert_every_split(kimi, text, ParsedOutput(None, "I need the weather.", [
+        ToolCall("call_0000", "get_weather", "{}")
+    ]))  # fmt: skip
+
+
 def test_several_calls_in_one_section_with_newlines() -> None:
     text = (
         f"{BEGIN}\n"

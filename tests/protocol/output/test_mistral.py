@@ -84,6 +84,14 @@ def test_magistral_reasoning_then_a_call() -> None:
     )
 
 
+def test_a_call_written_inside_reasoning_ends_it() -> None:
+    """Magistral went on to its call without ``[/THINK]``; vLLM reads Mistral so too."""
+    text = '[THINK]I need the file first.[TOOL_CALLS]read_file[ARGS]{"path": "x"}'
+    assert_every_split(lambda: mistral(reasoning=True), text, ParsedOutput(
+        None, "I need the file first.", [ToolCall("call_0000", "read_file", '{"path": "x"}')]
+    ))  # fmt: skip
+
+
 def test_nested_arguments_and_markers_in_strings() -> None:
     arguments = '{"cmd": "echo \\"[TOOL_CALLS]x[ARGS]{}\\"", "env": {"A": {"B": [1, {"C": "}"}]}}}'
     text = f"[TOOL_CALLS]run[ARGS]{arguments}"
