@@ -36,6 +36,7 @@ from app.protocol.output import Reasoning, reasoning_markers
 from app.rendering import ChatTemplate, RenderCache
 from app.rendering.continuation import continued
 from app.service.callers import Caller, session_key
+from app.service.format_tokens import format_tokens
 from app.service.text_answer import INLINE_BYTES, StreamedText, finished, stop_strings, whole_text
 from app.sessions import SessionTokenizer
 from app.sessions.ids_json import IdsJsonCache
@@ -133,6 +134,7 @@ class ChatService:
         self.telemetry = telemetry
         self.drops_tools = card.template.drops_tools()  # once, at startup
         self.reasoning = reasoning_markers(card.tool_format) if card.reasoning else None
+        self.format_tokens = format_tokens(card.tool_format, tokenizer.reference.tokenizer)
         self._warned = warned
 
     def reasoning_style(self) -> str | None:
@@ -254,6 +256,8 @@ class ChatService:
             stream=request.stream,
             chat_body=forwarded(request.body),
             room=None if card.context_tokens is None else card.context_tokens - len(encoding.ids),
+            special_tokens=self.format_tokens.special_tokens,
+            stop_token_ids=self.format_tokens.stop_token_ids,
         )
         dropped = self._tools_dropped(request, key)
         opens = _opens_reasoning(rendered, self.reasoning)

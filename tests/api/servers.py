@@ -23,14 +23,16 @@ from starlette.routing import Route
 
 
 @contextmanager
-def serving(app: Any, port: int = 0) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1 (``port``, default a free one) in a thread; yields its URL."""
+def serving(app: Any, port: int = 0, start_timeout: float = 60) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 (``port``, default a free one) in a thread; yields its URL.
+    ``start_timeout``: seconds its start-up may take (a 200K-token vocabulary's proxy takes
+    about a minute on two busy cores)."""
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + start_timeout
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("test server did not start")
