@@ -90,9 +90,10 @@ def test_an_error_reply_fails_only_its_own_write(
     redis_server: RedisServer,
 ) -> None:
     store, (a, b, c) = make_store(batch_s=60.0, breaker_s=0.0), keys("error")
-    write(store, states[0], a)
-    write(store, states[0], c)
-    redis_server.client().set(store._key(b), b"not a hash")  # the script's HGET: WRONGTYPE
+    for key in (a, b, c):
+        write(store, states[0], key)
+    # b's record is appended by a script whose HINCRBY then fails: not an integer
+    redis_server.client().hset(store._key(b), "n", b"not a number")
     for key in (a, b, c):
         store.put(key, states[3])
     assert store.flush()
