@@ -11,11 +11,13 @@ The mapping, block by block:
 * user text blocks -> OpenAI text parts (the renderer joins them with ``"\\n"``, as vLLM);
   ``tool_result`` blocks -> ``role: "tool"`` messages in place, ``tool_call_id`` =
   ``tool_use_id``, an error result prefixed ``"Error: "``.
-* assistant text -> content, ``thinking`` -> ``reasoning_content`` (the signature is dropped;
-  ``redacted_thinking`` is encrypted, so nothing of it can be rendered), ``tool_use`` ->
-  ``tool_calls`` (``input`` as a JSON string, id kept).
+* assistant text -> content (null without text blocks), ``thinking`` ->
+  ``reasoning_content`` (the signature is dropped; ``redacted_thinking`` is encrypted, so
+  nothing of it can be rendered), ``tool_use`` -> ``tool_calls`` (``input`` as a JSON
+  string, id kept).
 * images and documents -> 400: the proxy sends token ids to a text-only model.
-* ``tools`` / ``tool_choice`` / ``stop_sequences`` / ``thinking`` -> their OpenAI forms;
+* ``tools`` / ``tool_choice`` / ``stop_sequences`` / ``thinking`` -> their OpenAI forms (a
+  tool's keys in an OpenAI tool's order: name, description, parameters);
   ``max_tokens`` is required, as Anthropic requires it.
 * ``output_config.format`` (or the beta's ``output_format``), a JSON schema -> the chat
   ``response_format``.  Anthropic's API has no log probabilities: nothing to carry.
@@ -128,9 +130,7 @@ def _translate(
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
-        raise BadRequestError(
-            "max_tokens: Input should be a positive integer", param="max_tokens"
-        )
+        raise BadRequestError("max_tokens: Input should be a positive integer", param="max_tokens")
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise BadRequestError("messages: Input should be a valid list", param="messages")
@@ -344,7 +344,9 @@ def _assistant(where: str, blocks: list[Any]) -> dict[str, Any]:
             raise BadRequestError(
                 f"{at}: unsupported block type {kind!r} in an assistant message", param=at
             )
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
+    # no text: null content, as an OpenAI tool-call turn has it (not "", which a template
+    # that loops over content parts sees as one empty part)
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if thinking:
         message["reasoning_content"] = "\n".join(thinking)
     if calls:
@@ -380,9 +382,10 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
                 f"(got type {tool.get('type')!r}); server tools run at Anthropic",
                 param=where,
             )
-        function: dict[str, Any] = {"name": tool["name"], "parameters": schema}
+        function: dict[str, Any] = {"name": tool["name"]}  # an OpenAI tool's key order
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
+        function["parameters"] = schema
         out.append({"type": "function", "function": function})
     return out
 

@@ -98,7 +98,7 @@ class _Turns:
                 else:
                     turn: dict[str, Any] = {
                         "role": "assistant",
-                        "content": "",
+                        "content": None,  # as an OpenAI tool-call turn has it
                         "tool_calls": [call],
                     }
                     if self.reasoning is not None:

@@ -16,8 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jinja2
+from jinja2 import meta
+
 from app import gguf_file
 from app.errors import TemplateError
+from app.rendering.environment import make_environment
 
 log = logging.getLogger("toksplice")
 
@@ -142,12 +146,21 @@ def from_path(path: str | Path, tokenizer_file: str | Path | None = None) -> Tem
         return from_tokenizer_config(path)
     text = from_jinja_file(path)
     tokens = None if tokenizer_file is None else special_tokens_beside(tokenizer_file)
-    if tokens is None and "_token" in text:
+    if tokens is None and (used := _special_tokens_read(text)):
         log.warning(
-            "chat template %s names special tokens (bos_token, eos_token ...) but there is no "
-            "tokenizer_config.json beside the tokenizer to say which they are: they render "
-            "empty, as transformers renders them for a bare tokenizer.json; put the model's "
-            "tokenizer_config.json beside its tokenizer.json",
+            "chat template %s reads %s, but no tokenizer_config.json beside the tokenizer "
+            "says which tokens they are: they render empty, as transformers renders them for "
+            "a bare tokenizer.json; put the model's tokenizer_config.json beside it",
             path,
+            ", ".join(used),
         )
     return TemplateSource({"default": text}, tokens or {})
+
+
+def _special_tokens_read(text: str) -> list[str]:
+    """The ``*_token`` variables a template reads without setting them itself."""
+    try:
+        names = meta.find_undeclared_variables(make_environment().parse(text))
+    except jinja2.TemplateSyntaxError:
+        return []  # reported when the template is compiled
+    return sorted(name for name in names if name.endswith("_token"))

@@ -14,6 +14,12 @@ Departures, on purpose: arguments that are not valid JSON are a 400 naming the m
 any non-text part (image, audio, video, embeddings) is a 400: the proxy sends token ids, so
 it serves text-only models.
 
+Tools reach the template as vLLM's request model dumps them (``prepare_tools``): each function
+tool as ``{"type", "function": {"name", "description", "parameters"[, "strict"]
+[, "defer_loading"]}[, "defer_loading"]}``, in that order, ``description`` and ``parameters``
+``None`` when absent, other keys dropped; so a tool renders the same whatever order or API
+it came in.
+
 A template's content format (``content_format``) is "openai" when it loops over a message's
 ``content``, else "string".
 """
@@ -59,6 +65,33 @@ def prepare_messages(
     if not messages:
         raise BadRequestError("messages must not be empty", param="messages")
     return [prepare_message(i, m, content_format) for i, m in enumerate(messages)]
+
+
+def prepare_tools(tools: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The template's view of request ``tools`` (see the module docstring); a tool without a
+    ``function`` object is passed as it is."""
+    return [_tool(tool) for tool in tools]
+
+
+def _tool(tool: Any) -> Any:
+    if not isinstance(tool, Mapping) or not isinstance(function := tool.get("function"), Mapping):
+        return tool
+    view = {
+        "name": function.get("name"),
+        "description": function.get("description"),
+        "parameters": function.get("parameters"),
+    }
+    outer_defer, inner_defer = tool.get("defer_loading"), function.get("defer_loading")
+    for key, value in (
+        ("strict", function.get("strict")),
+        ("defer_loading", outer_defer if inner_defer is None else inner_defer),
+    ):
+        if value is not None:
+            view[key] = value
+    out = {"type": tool.get("type", "function"), "function": view}
+    if outer_defer is not None:
+        out["defer_loading"] = outer_defer
+    return out
 
 
 def prepare_message(index: int, message: Mapping[str, Any], fmt: ContentFormat) -> dict[str, Any]:

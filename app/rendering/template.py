@@ -17,7 +17,7 @@ from app.rendering.content_format import ContentFormat, detect_content_format
 from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
 from app.rendering.loops import RUNNER, plan_loops
 from app.rendering.memo import RenderCache, SessionMemo
-from app.rendering.messages import prepare_message, prepare_messages
+from app.rendering.messages import prepare_message, prepare_messages, prepare_tools
 
 Message = Mapping[str, Any]
 
@@ -233,7 +233,7 @@ class ChatTemplate:
             **self._special_tokens,
             **kwargs,
             "messages": prepared,
-            "tools": None if tools is None else list(tools),
+            "tools": None if tools is None else prepare_tools(tools),
             "documents": None if documents is None else list(documents),
             "add_generation_prompt": add_generation_prompt,
         }

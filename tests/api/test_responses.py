@@ -90,7 +90,7 @@ def test_codex_items_become_chat_turns() -> None:
                      "tool", "assistant", "tool", "assistant", "tool"]
     assert chat["messages"][0]["content"].startswith("You are Codex")
     first = chat["messages"][4]
-    assert first["content"] == "" and first["reasoning_content"].startswith("**Inspecting")
+    assert first["content"] is None and first["reasoning_content"].startswith("**Inspecting")
     assert [c["id"] for c in first["tool_calls"]] == ["call_01x7Qm"]
     assert chat["messages"][5] == {"role": "tool", "tool_call_id": "call_01x7Qm",
                                    "content": body["input"][5]["output"]}

@@ -24,7 +24,6 @@ from tokenizers import Tokenizer
 
 from app.errors import TemplateError
 from app.main import load_template
-from app.tools import assets as app_assets
 from app.tools import model_pins
 
 # template stem -> the tokenizer folder it is rendered with (its own, else one of its family).
@@ -167,12 +166,6 @@ def _as_vllm_passes_them(messages: list[dict[str, Any]], fmt: str) -> list[dict[
         for call in message.get("tool_calls", ()):
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
     return out
-
-
-@pytest.fixture(scope="session")
-def model_files(assets_dir: Path) -> dict[str, Path]:
-    files = app_assets.fetch(assets_dir) | app_assets.models(assets_dir, without_npm=True)
-    return files | {f"template:{k}": v for k, v in app_assets.templates(assets_dir).items()}
 
 
 @pytest.fixture(scope="session")

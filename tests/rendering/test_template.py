@@ -338,3 +338,26 @@ def test_message_shape() -> None:
 def test_malformed_messages(messages: Any) -> None:
     with pytest.raises(BadRequestError):
         ChatTemplate("{{ 1 }}").render(messages)
+
+
+def test_tools_reach_the_template_as_vllm_dumps_them() -> None:
+    tools = [
+        {"function": {"parameters": {"type": "object"}, "x-extra": 1, "name": "a"},
+         "type": "function", "defer_loading": True},
+        {"type": "function", "function": {"strict": True, "description": "d", "name": "b"}},
+    ]  # fmt: skip
+    got = ChatTemplate("{{ tools | tojson }}").render(USER, tools=tools)
+    assert json.loads(got) == [
+        {"type": "function", "defer_loading": True, "function": {
+            "name": "a", "description": None, "parameters": {"type": "object"},
+            "defer_loading": True}},
+        {"type": "function", "function": {
+            "name": "b", "description": "d", "parameters": None, "strict": True}},
+    ]  # fmt: skip
+    orders = json.loads(got, object_pairs_hook=lambda pairs: [key for key, _ in pairs])
+    assert orders == [["type", "function", "defer_loading"], ["type", "function"]]
+    functions = [t["function"] for t in json.loads(got, object_pairs_hook=dict)]
+    assert [list(f) for f in functions] == [
+        ["name", "description", "parameters", "defer_loading"],
+        ["name", "description", "parameters", "strict"],
+    ]
