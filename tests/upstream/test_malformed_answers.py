@@ -74,13 +74,27 @@ MALFORMED: dict[str, list[Any]] = {
     ],
     "vllm-chat": [
         {"choices": {"message": {"content": "x"}}},
-        {"choices": [{"message": {"content": 5}, "delta": {"content": 5},
-                      "finish_reason": "stop"}]},
+        {
+            "choices": [
+                {"message": {"content": 5}, "delta": {"content": 5}, "finish_reason": "stop"}
+            ]
+        },
         {"choices": [{"message": {"content": "x"}, "delta": {}, "finish_reason": 5}]},
-        {"choices": [{"message": {"tool_calls": {"a": 1}}, "delta": {"tool_calls": {"a": 1}},
-                      "finish_reason": "stop"}]},
-        {"choices": [{"message": {"content": "x"}, "delta": {"content": "x"},
-                      "finish_reason": "stop"}], "usage": {"prompt_tokens": "x"}},
+        {
+            "choices": [
+                {
+                    "message": {"tool_calls": {"a": 1}},
+                    "delta": {"tool_calls": {"a": 1}},
+                    "finish_reason": "stop",
+                }
+            ]
+        },
+        {
+            "choices": [
+                {"message": {"content": "x"}, "delta": {"content": "x"}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": "x"},
+        },
     ],
 }
 """Wrong in one field each, per dialect (vLLM chat's carry both ``message`` and ``delta`` so
@@ -97,8 +111,13 @@ class Scripted:
     requests: list[str] = field(default_factory=list)
 
     def app(self) -> Starlette:
-        paths = ("/v1/completions", "/completion", "/v1/chat/completions",
-                 "/inference/v1/generate", "/generate")
+        paths = (
+            "/v1/completions",
+            "/completion",
+            "/v1/chat/completions",
+            "/inference/v1/generate",
+            "/generate",
+        )
         return Starlette(routes=[Route(p, self._answer, methods=["POST"]) for p in paths])
 
     async def _answer(self, request: Request) -> Response:
@@ -116,14 +135,20 @@ class Scripted:
 
 
 @pytest.fixture
-def proxied(request: pytest.FixtureRequest, smollm2_dir: Path) -> Iterator[
-        tuple[Scripted, httpx.Client]]:
+def proxied(
+    request: pytest.FixtureRequest, smollm2_dir: Path
+) -> Iterator[tuple[Scripted, httpx.Client]]:
     scripted = Scripted(request.param)
     with serving(scripted.app()) as upstream:
-        settings = Settings(upstream=upstream, tokenizer=smollm2_dir, model=MODEL,
-                            dialect=request.param, alignment_check=False, shadow_rate=0.0)
-        with serving(create_app(settings)) as url, httpx.Client(base_url=url,
-                                                                timeout=30) as http:
+        settings = Settings(
+            upstream=upstream,
+            tokenizer=smollm2_dir,
+            model=MODEL,
+            dialect=request.param,
+            alignment_check=False,
+            shadow_rate=0.0,
+        )
+        with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as http:
             yield scripted, http
 
 
@@ -179,7 +204,7 @@ def test_a_malformed_answer_is_the_apis_own_error(proxied: tuple[Scripted, httpx
 
 @pytest.mark.parametrize("proxied", DIALECTS, indirect=True)
 def test_finish_reasons_reach_chat_clients_from_the_known_set(
-    proxied: tuple[Scripted, httpx.Client]
+    proxied: tuple[Scripted, httpx.Client],
 ) -> None:
     """A well-formed answer's finish reason is a string of OpenAI's set, streamed or not."""
     scripted, http = proxied
@@ -189,8 +214,9 @@ def test_finish_reasons_reach_chat_clients_from_the_known_set(
         "llamacpp-completion": {"content": "x", "stop": True, "stop_type": "limit"},
         "vllm-generate": {"choices": [{"token_ids": [28], "finish_reason": "length"}]},
         "sglang": {"text": "x", "meta_info": {"finish_reason": {"type": "length"}}},
-        "vllm-chat": {"choices": [{"message": {"content": "x"}, "delta": {},
-                                   "finish_reason": "length"}]},
+        "vllm-chat": {
+            "choices": [{"message": {"content": "x"}, "delta": {}, "finish_reason": "length"}]
+        },
     }
     scripted.answer = whole[scripted.dialect]
     body = BODIES["/v1/chat/completions"]
@@ -199,6 +225,7 @@ def test_finish_reasons_reach_chat_clients_from_the_known_set(
     assert reply.json()["choices"][0]["finish_reason"] == "length"
     with http.stream("POST", "/v1/chat/completions", json=body | {"stream": True}) as streamed:
         data = [line[6:] for line in streamed.iter_lines() if line.startswith("data: ")]
-    reasons = [c["choices"][0]["finish_reason"] for c in map(orjson.loads, data[:-1])
-               if c["choices"]]
+    reasons = [
+        c["choices"][0]["finish_reason"] for c in map(orjson.loads, data[:-1]) if c["choices"]
+    ]
     assert [r for r in reasons if r is not None] == ["length"]

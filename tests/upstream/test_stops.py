@@ -67,16 +67,18 @@ def test_whole_text_is_cut_before_the_first_stop(text: str, stop_list: list[str]
 
 
 @given(texts, stops, st.lists(st.integers(0, 40), max_size=8))
-def test_streamed_pieces_give_the_same_text(text: str, stop_list: list[str],
-                                            splits: list[int]) -> None:
+def test_streamed_pieces_give_the_same_text(
+    text: str, stop_list: list[str], splits: list[int]
+) -> None:
     trim = StopTrim(stop_list)
     sent = "".join(trim.feed(piece) for piece in pieces(text, splits))
     assert sent + trim.end() == reference(text, stop_list)
 
 
 @given(st.text(alphabet="abc", max_size=60), many_stops, st.lists(st.integers(0, 60), max_size=10))
-def test_each_piece_is_what_the_plain_search_sent(text: str, stop_list: list[str],
-                                                  splits: list[int]) -> None:
+def test_each_piece_is_what_the_plain_search_sent(
+    text: str, stop_list: list[str], splits: list[int]
+) -> None:
     """Overlapping stop strings (one inside another, one a prefix of another, shared ends)
     over a three-letter alphabet: every ``feed`` returns what the plain search returned."""
     automaton, plain = StopTrim(StopStrings(stop_list)), PlainStopTrim(stop_list)
@@ -94,7 +96,7 @@ def test_a_stop_split_across_pieces_is_held_back() -> None:
 
 
 def test_the_earliest_start_wins_over_the_earliest_end() -> None:
-    """"bc" ends first, but "abcd" begins first: the text is cut before "abcd"."""
+    """The stop "bc" ends first, but "abcd" begins first: the text is cut before "abcd"."""
     assert trimmed("xabcdy", ["bc", "abcd"]) == "x"
     assert trimmed("xabcy", ["bc", "abcd"]) == "xa"
 
