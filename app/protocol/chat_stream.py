@@ -12,6 +12,7 @@ from typing import Any
 from app.generation import ToolFormat, Usage
 from app.protocol.openai_chat import chat_chunk, chat_completion, completion_id
 from app.protocol.output import output_parser
+from app.protocol.output.marker_free import marker_free
 
 
 class ChatAssembler:
@@ -29,13 +30,14 @@ class ChatAssembler:
         self.model = model
         self.ident = completion_id()
         self.created = int(time.time())
-        self.parser = output_parser(
+        parser = output_parser(
             tool_format,
             reasoning=reasoning,
             tools=tools,
             tool_calls=bool(tools),
             starts_in_reasoning=starts_in_reasoning and reasoning,
         )
+        self.parser = marker_free(parser, tool_format)
 
     def first_chunk(self) -> dict[str, Any]:
         return self._chunk({"role": "assistant", "content": ""})

@@ -17,11 +17,14 @@ import orjson
 import pytest
 from tokenizers import Tokenizer
 
+from app.config import Settings
 from app.generation import Sampling
+from app.main import create_app
 from app.service.format_tokens import FormatTokens, format_tokens
 from app.tools import assets as app_assets
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream import Prompt, UpstreamCall, dialect_named
+from tests.api.servers import StubUpstream, serving
 from tests.upstream.server_schemas import FIXTURE
 from tests.upstream.server_schemas import errors as schema_errors
 
@@ -207,3 +210,39 @@ def test_a_stop_marker_the_vocabulary_lacks_is_not_asked_for(
     needs = format_tokens("gemma4", gpt_oss)
     assert needs.stop_token_ids == () and needs.keeps_special_tokens
     assert "'<|tool_response>' is no token of this tokenizer" in caplog.text
+
+
+# --- through the proxy ------------------------------------------------------------------------
+
+KIMI = (
+    "Let me look.<|tool_calls_section_begin|><|tool_call_begin|>functions.read:0"
+    "<|tool_call_argument_begin|>{path: a.py}<|tool_call_end|><|tool_calls_section_end|>"
+)
+"""A Kimi K2 answer whose call is malformed (its arguments are no JSON): text, as vLLM's
+completions API returns it when asked to keep special tokens."""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_malformed_call_in_special_tokens_reaches_the_client_without_them(
+    assets: dict[str, Path], stream: bool
+) -> None:
+    stub = StubUpstream(pieces=[KIMI[i : i + 5] for i in range(0, len(KIMI), 5)])
+    tool = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
+    body = {"model": "m", "messages": [{"role": "user", "content": "Read a.py"}],
+            "tools": [tool], "stream": stream}  # fmt: skip
+    with stub.serve() as upstream:
+        settings = Settings(upstream=upstream, tokenizer=assets["qwen3"].parent, model="m",
+                            dialect="vllm-completions", tool_format="kimi_k2",
+                            alignment_check=False)  # fmt: skip
+        with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as c:
+            reply = c.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    assert stub.requests[0]["skip_special_tokens"] is False
+    if stream:
+        chunks = [orjson.loads(line[6:]) for line in reply.text.splitlines()
+                  if line.startswith("data: ") and line != "data: [DONE]"]  # fmt: skip
+        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    else:
+        content = reply.json()["choices"][0]["message"]["content"]
+    assert content == "Let me look.functions.read:0{path: a.py}"
+    assert "<|" not in reply.text
