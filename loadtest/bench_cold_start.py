@@ -13,7 +13,9 @@ start); by default the pool has one thread per core this process may run on.
 
 ``--engines`` compares encoders on the same texts instead: the reference, the native encoder
 (``app/tokenization/native``), and the peers of ``peer_encoders`` that cover the tokenizer
-(tiktoken: cl100k, o200k; bpe-qwen: Qwen3), each on one thread (the whole text) and on all
+(fastokens, gigatoken; tiktoken: cl100k, o200k; bpe-qwen: Qwen3; ``pip install -e
+'.[bench]'``), on the ``--texts`` kinds (``transcript``, ``source``: Python source,
+``multilingual``: eleven languages' sentences), each on one thread (the whole text) and on all
 cores (the stable-cut chunks: ours through ``ChunkedEncoder``, the peers' own batch calls),
 with each one's divergences from the reference on the same ``--adversarial`` random
 adversarial strings (``tests/adversarial_strings``) printed beside its speed; the native
@@ -23,7 +25,10 @@ seconds before each timed encode (a proxy's cold start comes after idle time, no
 after another encode).  Each engine has a row
 per thread count, with its median wall time, MB/s and ratio to the reference's one thread,
 then the same of CPU time (the process's, all threads): on a loaded machine the wall clock
-counts the waits for a core, CPU time what the encode itself costs.
+counts the waits for a core, CPU time what the encode itself costs.  A last table gives each
+engine's one-core figure per text kind (the CPU MB/s of its one-thread encode of the largest
+size) beside its divergences: ``--engines --texts source,multilingual --sizes 1000000``
+is the table of docs/benchmarks.md.
 
 ``--proxy`` measures the same through HTTP instead (with ``--engines``: both proxies chunked,
 one ``--cpu-encoder native``, the other ``reference``): the stand-in upstream (answering with a
@@ -70,6 +75,11 @@ def main() -> None:
     parser.add_argument("--proxy", action="store_true", help="first calls through two proxies")
     parser.add_argument("--engines", action="store_true", help="encoders side by side")
     parser.add_argument("--adversarial", type=int, default=3000, help="strings per tokenizer")
+    parser.add_argument(
+        "--texts",
+        default="transcript",
+        help="with --engines: text kinds (transcript, source, multilingual)",
+    )
     parser.add_argument(
         "--idle",
         type=float,

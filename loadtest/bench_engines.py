@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from loadtest.peer_encoders import Ids, Peer, bpe_qwen_peer, tiktoken_peer
+from loadtest.peer_encoders import (
+    Ids,
+    Peer,
+    bpe_qwen_peer,
+    fastokens_peer,
+    gigatoken_peer,
+    tiktoken_peer,
+)
 
 if TYPE_CHECKING:
     from app.tokenization.native.encoder import NativeEncoder
@@ -20,8 +29,9 @@ if TYPE_CHECKING:
 
 
 def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str]) -> bool:
-    """One row per tokenizer, size and engine; True if the reference or the native encoder
-    gave other ids than the reference's."""
+    """One row per tokenizer, text, size and engine, then the one-core summary (CPU MB/s of
+    the largest size per text); True if the reference or the native encoder gave other ids
+    than the reference's."""
     from app.tokenization.boundaries import CutRules
     from app.tokenization.chunked import ChunkedEncoder
     from app.tokenization.native.encoder import NativeEncoder
@@ -34,11 +44,14 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
     cores = len(os.sched_getaffinity(0))
     print(f"cores: {cores}; {args.adversarial} adversarial strings per tokenizer")
     print(
-        "| tokenizer | MB | engine | threads | wall ms | MB/s | x ref | CPU ms | CPU MB/s "
-        "| CPU x ref | divergences |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "| tokenizer | text | MB | engine | threads | wall ms | MB/s | x ref | CPU ms | CPU MB/s "
+        "| CPU x ref | divergences |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     failed = False
     strings = adversarial_strings(22, args.adversarial)
+    kinds = args.texts.split(",")
+    summary: dict[tuple[str, str], dict[str, float]] = {}
+    notes: dict[tuple[str, str], list[str]] = {}
     for name in args.tokenizers.split(","):
         reference = ReferenceEncoder.from_file(paths[name])
         native = NativeEncoder(reference)
@@ -47,6 +60,8 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
         parallel = ChunkedEncoder(reference, rules, args.chunk, native)
         engines = _ours(reference, native)
         for label, peer in (
+            ("fastokens", fastokens_peer(paths[name])),
+            ("gigatoken", gigatoken_peer(paths[name])),
             ("tiktoken", tiktoken_peer(name, paths[name].parents[1])),
             ("bpe-qwen", bpe_qwen_peer(name, paths[name])),
         ):
@@ -62,8 +77,8 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
         }
         declined = sum(native.stats()["declined"].values()) - before
         failed |= wrong["reference"] > 0 or wrong["native"] > 0
-        for size in (int(s) for s in args.sizes.split(",")):
-            text = transcript(name, size)
+        for kind, size in itertools.product(kinds, (int(s) for s in args.sizes.split(","))):
+            text = _text(kind, name, size, transcript)
             data = text.encode("utf-8")
             want = reference.tokenizer.encode(text, add_special_tokens=False).ids
             cuts = chunked.cuts(data)
@@ -98,11 +113,49 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
                     note += "; ids differ on this text"
                 for threads, times in (("1", one[label]), (f"all {cores}", many[label])):
                     row = _Took.median(times).cells(base, len(data))
-                    row = f"| {name} | {len(data) / 1e6:.2f} | {label} | {threads} | {row} |"
+                    row = (
+                        f"| {name} | {kind} | {len(data) / 1e6:.2f} | {label} | {threads} | {row} |"
+                    )
                     print(row, note, "|", flush=True)
+                cpu = _Took.median(one[label]).cpu
+                summary.setdefault((name, label), {})[kind] = len(data) / cpu / 1e6
+                found = notes.setdefault((name, label), [note.split(";")[0]])
+                if label in differ:
+                    found.append(f"ids differ on {kind} {size:,}")
         for size in (int(s) for s in args.one_piece.split(",") if s):
             failed |= _one_piece(name, reference, native, size)
+    print(f"\none core (CPU time of one encode, median of {args.repeat}), MB/s of UTF-8:")
+    print(f"| tokenizer | engine | {' | '.join(kinds)} | divergences |")
+    print("|---" * (len(kinds) + 3) + "|")
+    for (name, label), speeds in summary.items():
+        cells = " | ".join(f"{speeds[k]:.1f}" for k in kinds)
+        print(f"| {name} | {label} | {cells} | {'; '.join(notes[name, label])} |")
     return failed
+
+
+def _text(kind: str, name: str, size: int, transcript: Callable[[str, int], str]) -> str:
+    """``size`` characters of a text kind: ``transcript`` (an agent session of the
+    tokenizer's markup), ``source`` (the standard library's Python source, its files in name
+    order) or ``multilingual`` (the pools' sentences in eleven languages, Vietnamese
+    decomposed, in a seeded random order, a space or a newline between them)."""
+    if kind == "transcript":
+        return transcript(name, size)
+    parts: list[str] = []
+    if kind == "source":
+        folder = Path(os.__file__).parent
+        files = iter(sorted(folder.glob("*.py")))
+        while sum(map(len, parts)) < size:
+            parts.append(next(files).read_text(encoding="utf-8", errors="replace"))
+        return "".join(parts)[:size]
+    if kind != "multilingual":
+        raise SystemExit(f"unknown text kind {kind!r} (transcript, source, multilingual)")
+    from loadtest.agent_sessions.vocabulary import FOREIGN
+
+    draw, total = random.Random(38), 0
+    while total < size:
+        parts.append(draw.choice(FOREIGN) + draw.choice(" \n"))
+        total += len(parts[-1])
+    return "".join(parts)[:size]
 
 
 class _Took(NamedTuple):

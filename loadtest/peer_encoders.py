@@ -6,12 +6,17 @@ none), or None when it is not installed or does not cover the tokenizer.  tiktok
 install tiktoken``) covers cl100k and o200k, read from the assets' ``tiktoken`` cache folder;
 bpe-qwen (``pip install bpe-qwen==0.1.5``) covers Qwen3, loaded from its compiled module alone
 (its package imports transformers) with the vocabulary and merges written out of the same
-tokenizer.json.
+tokenizer.json.  fastokens (``pip install fastokens==0.3.5``, the backend vLLM and SGLang ship)
+and gigatoken (``pip install gigatoken==0.10.0``) load the tokenizer.json itself; fastokens
+refuses a model without ``"type": "BPE"`` (our cl100k and o200k files leave it out, as Hugging
+Face infers it), so it gets a copy that says so.  ``pip install -e '.[bench]'`` installs them
+all.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import tempfile
@@ -71,3 +76,36 @@ def bpe_qwen_peer(name: str, tokenizer_json: Path) -> Peer | None:
             Path(tmp, config.name).write_bytes(config.read_bytes())
         tokenizer = module.QwenTokenizer(tmp)
     return Peer(tokenizer.encode, tokenizer.encode_batch_parallel)
+
+
+def fastokens_peer(tokenizer_json: Path) -> Peer | None:
+    try:
+        import fastokens
+    except ImportError:
+        return None
+    config = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    if "type" not in config["model"]:  # Hugging Face infers BPE; fastokens wants it said
+        config["model"]["type"] = "BPE"
+    try:
+        tokenizer = fastokens.Tokenizer.from_json_str(json.dumps(config))
+    except ValueError:  # a model it does not cover
+        return None
+
+    def many(texts: list[str]) -> list[Ids]:
+        flat, at = tokenizer.encode_batch_flat(texts, add_special_tokens=False)
+        ids, offsets = np.frombuffer(flat, np.uint32), np.frombuffer(at, np.uint64)
+        return [ids[a:b] for a, b in itertools.pairwise(offsets)]
+
+    return Peer(lambda text: tokenizer.encode(text, add_special_tokens=False).ids, many)
+
+
+def gigatoken_peer(tokenizer_json: Path) -> Peer | None:
+    try:
+        import gigatoken
+    except ImportError:
+        return None
+    try:
+        tokenizer = gigatoken.Tokenizer(tokenizer_json)
+    except (RuntimeError, ValueError):  # a vocabulary it cannot map
+        return None
+    return Peer(tokenizer.encode, lambda texts: tokenizer.encode_batch_list(texts, parallel=True))
