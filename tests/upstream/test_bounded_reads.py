@@ -153,10 +153,10 @@ def test_a_huge_sse_line_is_an_error_event_and_memory_stays_bounded(smollm2_dir:
     ):
         assert reply.status_code == 200
         data = [line[6:] for line in reply.iter_lines() if line.startswith("data: ")]
+    assert rss.growth < 64 * MIB, f"RSS grew {rss.growth / MIB:.0f} MiB"
     assert data[-1] == "[DONE]"
     error = orjson.loads(data[-2])["error"]
     assert error["type"] == "upstream_error" and "over" in error["message"], error
-    assert rss.growth < 64 * MIB, f"RSS grew {rss.growth / MIB:.0f} MiB"
 
 
 @pytest.mark.parametrize("declared", [True, False])
