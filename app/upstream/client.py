@@ -169,11 +169,10 @@ async def bounded_read(response: httpx.Response, limit: int, *, cut: bool = Fals
 
 async def sse_events(response: httpx.Response, max_line: int) -> AsyncIterator[tuple[Any, int]]:
     """(JSON payload, its size in bytes) of an upstream SSE stream's ``data:`` lines, until
-    ``[DONE]``; the rest
-    of the body is then read (up to ``max_line`` bytes), so that the connection goes back to
-    the pool (httpx closes a connection whose response was left unread, and the next call
-    would connect anew).  A line over ``max_line`` bytes raises ``UpstreamTooLargeError``
-    before more of it is held."""
+    ``[DONE]``; the rest of the body is then read (up to ``max_line`` bytes), so that the
+    connection goes back to the pool (httpx closes a connection whose response was left
+    unread, and the next call would connect anew).  A line over ``max_line`` bytes raises
+    ``UpstreamTooLargeError`` before more of it is held."""
     parts = response.aiter_bytes()
     try:
         async for line in sse_lines(parts, max_line):
@@ -195,8 +194,9 @@ async def sse_events(response: httpx.Response, max_line: int) -> AsyncIterator[t
 
 
 async def sse_lines(parts: AsyncIterator[bytes], max_line: int) -> AsyncIterator[bytes]:
-    """The lines of a byte stream (ended by ``\n``, ``\r\n`` or ``\r``, as SSE's are),
-    without their ends; each part is searched once, so a long line costs its length."""
+    """The lines of a byte stream (each ended by LF, CR LF or CR, as SSE's are), without
+    their ends; over ``max_line`` bytes raises.  Each part is searched once, so a long line
+    costs its length."""
     pending = bytearray()
     async for part in parts:
         if b"\n" not in part and b"\r" not in part:
@@ -210,8 +210,9 @@ async def sse_lines(parts: AsyncIterator[bytes], max_line: int) -> AsyncIterator
         if not last.endswith(b"\n"):  # unfinished, or a "\r" that a "\n" may complete
             pending += lines.pop()
         for line in lines:
-            _check_line(len(line), max_line + 2)
-            yield line.rstrip(b"\r\n")
+            line = line.rstrip(b"\r\n")
+            _check_line(len(line), max_line)
+            yield line
         _check_line(len(pending), max_line)
     if pending:
         yield bytes(pending).rstrip(b"\r\n")
