@@ -11,16 +11,20 @@ behind the proxy: whatever it adds is the proxy's own cost.  It serves:
   ``make_app(respond=...)`` scripts the answer instead (from the decoded prompt: what an agent
   test needs the model to say, tool calls and thinking in the model's own format), and
   ``prompts`` collects every prompt received, for the test to check against the reference;
+  the tokenizer's special tokens are left out of a scripted answer unless the request keeps
+  them (``skip_special_tokens: false`` as vLLM and SGLang take it, or llama.cpp's
+  ``preserved_tokens``), as those servers do;
 * ``POST /v1/chat/completions``: what a server does when a client sends the chat request
   straight to it: render the chat template and tokenize the whole text (Hugging Face
   ``tokenizers``, as vLLM does), then the same instant answer.  This is the "direct" path;
-* ``POST /tokenize``, ``GET /health``.
+* ``POST /tokenize`` (llama.cpp's ``content`` or vLLM's ``prompt``), ``GET /health``.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import struct
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -40,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.rendering import ChatTemplate
 
 _ANSWER = ("Done", ".", "")
+_CONTEXT = 131072
+"""The context it says it has, where a server says (vLLM's ``/tokenize``)."""
 
 
 def prompt_digest(ids: list[int]) -> str:
@@ -60,11 +66,16 @@ def make_app(
     echo_digest: bool = False,
     respond: Callable[[str], str] | None = None,
     prompts: list[list[int]] | None = None,
+    template: Path | None = None,
 ) -> Starlette:
     """``respond(prompt text) -> answer text`` scripts the completions (streamed in pieces of
-    a few characters); ``prompts`` receives every completion prompt's ids."""
+    a few characters); ``prompts`` receives every completion prompt's ids; ``template``: a
+    chat template file for the direct path (else the folder's tokenizer_config.json)."""
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    template = ChatTemplate.from_tokenizer_config(folder / "tokenizer_config.json")
+    template_ = ChatTemplate.load(
+        template or folder / "tokenizer_config.json", tokenizer_file=folder / "tokenizer.json"
+    )
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
 
     async def completions(request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -72,7 +83,9 @@ def make_app(
         if prompts is not None:
             prompts.append(prompt)
         if respond is not None:
-            text = respond(tokenizer.decode(prompt, skip_special_tokens=False))
+            text = _shown(
+                respond(tokenizer.decode(prompt, skip_special_tokens=False)), special, body
+            )
             answer = (*(text[k : k + 16] for k in range(0, len(text), 16)), "")
         else:
             answer = ("ids:", prompt_digest(prompt), "") if echo_digest else _ANSWER
@@ -80,14 +93,15 @@ def make_app(
 
     async def chat(request: Request) -> Response:
         body = orjson.loads(await request.body())
-        text = template.render(body["messages"], tools=body.get("tools"))
+        text = template_.render(body["messages"], tools=body.get("tools"))
         ids = tokenizer.encode(text, add_special_tokens=False).ids
         return _answer(body, len(ids), _ANSWER)
 
     async def tokenize(request: Request) -> Response:
         body = orjson.loads(await request.body())
-        ids = tokenizer.encode(body["content"], add_special_tokens=False).ids
-        return _json({"tokens": ids})
+        text = body["content"] if "content" in body else body["prompt"]
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        return _json({"tokens": ids, "count": len(ids), "max_model_len": _CONTEXT})
 
     async def health(request: Request) -> Response:
         return _json({"status": "ok"})
@@ -100,6 +114,15 @@ def make_app(
             Route("/health", health),
         ]
     )
+
+
+def _shown(text: str, special: set[str], body: dict[str, Any]) -> str:
+    """``text`` as a server returns it for the request ``body``: without the special tokens
+    it was not asked to keep."""
+    if body.get("skip_special_tokens") is False:
+        return text
+    dropped = special - set(body.get("preserved_tokens") or ())
+    return re.sub("|".join(map(re.escape, dropped)), "", text) if dropped else text
 
 
 def _answer(body: dict[str, Any], prompt_tokens: int, answer: tuple[str, ...]) -> Response:
@@ -146,11 +169,14 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=8090)
     parser.add_argument(
+        "--chat-template", type=Path, help="a .jinja for the direct path (else the folder's)"
+    )
+    parser.add_argument(
         "--echo-digest", action="store_true", help="answer with the digest of the prompt ids"
     )
     args = parser.parse_args()
     uvicorn.run(
-        make_app(args.tokenizer, echo_digest=args.echo_digest),
+        make_app(args.tokenizer, echo_digest=args.echo_digest, template=args.chat_template),
         host="127.0.0.1",
         port=args.port,
         log_level="warning",

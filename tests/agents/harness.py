@@ -1,9 +1,11 @@
 """What the agent tests run: the real CLIs (installed from npm into the asset cache), a scripted
-stand-in model server speaking Qwen3's output format, ``toksplice serve`` in front of it, and a
-recording front between the CLI and the proxy that keeps every HTTP call the client made.
+stand-in model server writing one model's output format (``models``: Qwen3's unless a test
+picks another), ``toksplice serve`` in front of it, and a recording front between the CLI and
+the proxy that keeps every HTTP call the client made.
 
 The reference every prompt is checked against is independent of the proxy's renderer:
-transformers' ``apply_chat_template`` with Qwen3's own template, encoded by HF ``tokenizers``.
+transformers' ``apply_chat_template`` with the model's own template, encoded by HF
+``tokenizers``.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from tokenizers import Tokenizer
 
 from loadtest.processes import free_port, process, serve_args
 from loadtest.standin_upstream import make_app
+from tests.agents.models import QWEN3, Model
 from tests.api.servers import serving
 
-MODEL = "qwen3"
+MODEL = QWEN3.name
 _HOP = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding",
                   "host", "keep-alive"})
 
@@ -124,6 +127,9 @@ class Stack:
     url: str
     folder: Path
     """The tokenizer folder the proxy and the stand-in use."""
+    template: Path | None
+    """The chat template file the proxy is given (None: the tokenizer folder's)."""
+    model: Model
     front: Front
     prompts: list[list[int]]
     script: list[Callable[[str], str]]
@@ -137,23 +143,35 @@ class Stack:
         del self.prompts[: len(prompts)]
         return self.front.take(), prompts
 
+    def answer_by(self, rules: list[tuple[str, str]], default: str = "Hello.") -> None:
+        """From now on the stand-in answers by ``rules`` (``scripted`` at this model's user
+        turns; the answers as the model writes them)."""
+        respond = scripted(rules, self.model.final(default), self.model.user_turn)
+        self.script.append(lambda prompt: self.model.reply(prompt, respond(prompt)))
+
+    def reference(self, chat: Mapping[str, Any]) -> list[int]:
+        return reference_ids(self.folder, chat, self.template, self.model.content_format)
+
 
 @contextmanager
-def stack(qwen3_dir: Path, *serve_extra: str) -> Iterator[Stack]:
-    """Stand-in (Qwen3 tokenizer) <- ``toksplice serve`` (subprocess) <- recording front."""
+def stack(folder: Path, *serve_extra: str, model: Model = QWEN3,
+          template: Path | None = None) -> Iterator[Stack]:
+    """Stand-in playing ``model`` (tokenizer ``folder``) <- ``toksplice serve`` (subprocess,
+    given ``template`` if any) <- recording front."""
     prompts: list[list[int]] = []
-    script: list[Callable[[str], str]] = [lambda text: "Hello."]
+    script: list[Callable[[str], str]] = [lambda text: model.reply(text, model.final("Hello."))]
+    given = ("--chat-template", str(template)) if template else ()
     with ExitStack() as stack_:
         upstream = stack_.enter_context(serving(make_app(
-            qwen3_dir, respond=lambda text: script[-1](text), prompts=prompts)))
+            folder, respond=lambda text: script[-1](text), prompts=prompts, template=template)))
         port = free_port()
         proxy = f"http://127.0.0.1:{port}"
         stack_.enter_context(process(
-            serve_args(upstream, qwen3_dir, MODEL, port, "--tool-format", "hermes",
-                       *serve_extra), proxy + "/health"))
+            serve_args(upstream, folder, model.name, port, *given, *model.serve, *serve_extra),
+            proxy + "/health"))
         front = Front(proxy)
         url = stack_.enter_context(serving(front.app()))
-        yield Stack(url, qwen3_dir, front, prompts, script)
+        yield Stack(url, folder, template, model, front, prompts, script)
 
 
 # --- the reference ---------------------------------------------------------------------
@@ -163,30 +181,36 @@ def stack(qwen3_dir: Path, *serve_extra: str) -> Iterator[Stack]:
 def _hf(folder: Path) -> tuple[Any, Tokenizer]:
     import transformers
 
-    return (transformers.AutoTokenizer.from_pretrained(str(folder)),
+    return (transformers.PreTrainedTokenizerFast.from_pretrained(str(folder)),
             Tokenizer.from_file(str(folder / "tokenizer.json")))
 
 
-def reference_ids(folder: Path, chat: Mapping[str, Any]) -> list[int]:
-    """The reference encode of a canonical chat body: vLLM's message preparation (text parts
-    joined with newlines for a string-content template, tool-call arguments parsed), then
-    transformers' ``apply_chat_template``, then ``tokenizers`` without added specials."""
+def reference_ids(folder: Path, chat: Mapping[str, Any], template: Path | None = None,
+                  content_format: str = "string") -> list[int]:
+    """The reference encode of a canonical chat body: vLLM's message preparation (contents as
+    the template's ``content_format`` takes them, tool-call arguments parsed), then
+    transformers' ``apply_chat_template`` (with ``template``'s text where given), then
+    ``tokenizers`` without added specials."""
     hf, tokenizer = _hf(folder)
-    messages = [_vllm_message(m) for m in chat["messages"]]
+    messages = [_vllm_message(m, content_format) for m in chat["messages"]]
     text = hf.apply_chat_template(
         messages, tools=chat.get("tools"), add_generation_prompt=True, tokenize=False,
+        chat_template=template.read_text(encoding="utf-8") if template else None,
         **(chat.get("chat_template_kwargs") or {}))
     ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
     return ids
 
 
-def _vllm_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def _vllm_message(message: Mapping[str, Any], content_format: str) -> dict[str, Any]:
     out = dict(message)
     content = message.get("content")
-    if isinstance(content, list):
-        out["content"] = "\n".join(p["text"] for p in content if p.get("text") is not None)
-    elif content is None:
-        out["content"] = ""
+    parts = ([] if content is None else [{"type": "text", "text": content}]
+             if isinstance(content, str) else
+             [{"type": "text", "text": p["text"]} for p in content if p.get("text") is not None])
+    if content_format == "openai" and message["role"] != "tool":
+        out["content"] = parts
+    else:  # vLLM joins a tool result's parts in both formats
+        out["content"] = "\n".join(p["text"] for p in parts)
     calls = message.get("tool_calls")
     if calls:
         out["tool_calls"] = [
@@ -197,20 +221,20 @@ def _vllm_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def scripted(rules: list[tuple[str, str]], default: str = "Hello.") -> Callable[[str], str]:
-    """A responder: the answer of the first rule whose trigger is in the prompt's last user
-    turn (Qwen3 renders tool results as a user turn), else ``default``."""
+def scripted(rules: list[tuple[str, str]], default: str = "Hello.",
+             user_turn: str = QWEN3.user_turn) -> Callable[[str], str]:
+    """A responder: the answer of the first rule whose trigger is in the prompt from its last
+    user turn on (``user_turn`` begins one; tool results follow it), else ``default``."""
 
     def respond(text: str) -> str:
-        last = text.rsplit("<|im_start|>user", 1)[-1]
+        last = text.rsplit(user_turn, 1)[-1]
         return next((answer for trigger, answer in rules if trigger in last), default)
 
     return respond
 
 
-def tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """A tool call as Qwen3 writes one."""
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+tool_call = QWEN3.call
+"""A tool call as Qwen3 writes one."""
 
 
 def check(
@@ -232,12 +256,12 @@ def check(
     failed = [(c.method, c.path, c.status, c.reply[:300]) for c in api if c.status >= 400]
     assert not failed, failed
     model_calls = [c for c in api if c.path.split("?")[0] in ("/v1/messages", "/v1/responses")]
-    expected = sorted(reference_ids(stack_.folder, chat_of(c)) for c in model_calls)
+    expected = sorted(stack_.reference(chat_of(c)) for c in model_calls)
     assert sorted(prompts) == expected, "a prompt sent upstream is not the reference encode"
     for c in api:
         if c.path.split("?")[0] == "/v1/messages/count_tokens":
             counted = orjson.loads(c.reply)["input_tokens"]
-            assert counted == len(reference_ids(stack_.folder, chat_of(c)))
+            assert counted == len(stack_.reference(chat_of(c)))
     for c in model_calls:
         key = key_of(c)
         if key in stack_.transcripts:

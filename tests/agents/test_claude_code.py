@@ -20,7 +20,6 @@ from tests.agents.harness import (
     Stack,
     check,
     claude_env,
-    scripted,
     tool_call,
 )
 
@@ -55,7 +54,7 @@ def claude(clis: dict[str, Path], proxy: Stack, environment: dict[str, str], wor
            rules: list[tuple[str, str]], *args: str) -> tuple[str, list[Call]]:
     """Run ``claude -p ARGS`` with the stand-in scripted by ``rules``; its stdout and calls,
     after ``check``."""
-    proxy.script.append(scripted(rules))
+    proxy.answer_by(rules)
     done = subprocess.run([str(clis["claude"]), "-p", *args], env=environment, cwd=workdir,
                           capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.protocol.responses_request import chat_body
-from tests.agents.harness import Call, Stack, check, codex_env, scripted, tool_call
+from tests.agents.harness import Call, Stack, check, codex_env, tool_call
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def transcript(call: Call) -> tuple[str, ...]:
 
 def codex(clis: dict[str, Path], proxy: Stack, environment: dict[str, str], workdir: Path,
           rules: list[tuple[str, str]], *args: str) -> tuple[str, list[Call]]:
-    proxy.script.append(scripted(rules))
+    proxy.answer_by(rules)
     done = subprocess.run([str(clis["codex"]), "exec", "--skip-git-repo-check", *args],
                           env=environment, cwd=workdir, capture_output=True, text=True,
                           timeout=180, stdin=subprocess.DEVNULL, check=False)
