@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.tools import assets  # noqa: E402
 from loadtest.agent_sessions import (  # noqa: E402
+    Shape,
     anthropic_body,
     chat_requests,
     content_chars,
@@ -82,17 +83,23 @@ class Samples:
 
 
 def _timed_bodies(
-    seed: int, size: int, calls: int, typed_specials: bool, api: str
+    seed: int, size: int, calls: int, typed_specials: bool, api: str, shape: Shape | None = None
 ) -> tuple[list[bytes], list[bytes]]:
     """The session's call just before it reaches ``size`` (the cold warm-up), then ``calls``
     continuation calls, serialised ahead of time.  Without ``typed_specials`` the special-token
     lookalikes the generator puts in tool outputs (``<|im_end|>`` in a source file) are
-    defused, so the sessions take the plain repair path.  Returns (bodies for the proxy in
+    defused, so the sessions take the plain repair path.  ``shape``: what the model's template
+    accepts of tool-call turns (``chat_requests``).  Returns (bodies for the proxy in
     ``api``'s shape, the same requests as chat bodies for the direct path)."""
     bodies = []
     anthropic = api == "anthropic"
     for body in chat_requests(
-        seed, target_chars=size * 2, model=MODEL, stream=True, billing_line=anthropic
+        seed,
+        target_chars=size * 2,
+        model=MODEL,
+        stream=True,
+        billing_line=anthropic,
+        shape=shape or Shape(),
     ):
         if bodies or content_chars(body["messages"]) >= size:
             bodies.append(body)

@@ -57,13 +57,14 @@ modules it builds on (``atoms``, ``source_files``, ``git_outputs``, ``build_logs
 from __future__ import annotations
 
 from .anthropic import anthropic_body
-from .chat import chat_requests, content_chars, session_id, tool_definitions
+from .chat import Shape, chat_requests, content_chars, session_id, tool_definitions
 from .markup import MARKUPS, Markup
 from .session import corpus, session_calls
 
 __all__ = [
     "MARKUPS",
     "Markup",
+    "Shape",
     "anthropic_body",
     "chat_requests",
     "content_chars",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from random import Random
 from string import ascii_letters, digits
 from typing import Any
@@ -21,6 +22,20 @@ _ID_STYLES = (
     ("toolu_01", _BASE62, 22),
     ("chatcmpl-tool-", "0123456789abcdef", 32),
 )
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a model's chat template accepts of an agent's tool-call turns (its template raises
+    on anything else); the default is what the OpenAI API allows."""
+
+    single_calls: bool = False
+    """One call per assistant turn (Llama 3.x): a turn of several calls is sent as that many
+    turns, each followed by its result; the reasoning and prose go with the first."""
+    calls_alone: bool = False
+    """No prose beside tool calls (gpt-oss: not both reasoning and content)."""
+    nine_char_ids: bool = False
+    """Call ids of nine letters and digits (Mistral)."""
 
 
 def tool_definitions() -> list[dict[str, Any]]:
@@ -57,6 +72,7 @@ def chat_requests(
     model: str = "default",
     stream: bool = False,
     reasoning: bool = True,
+    shape: Shape = Shape(),
 ) -> Iterator[dict[str, Any]]:
     """Yield the request body of each successive model call of one agent session.
 
@@ -67,9 +83,11 @@ def chat_requests(
     assistant's final answer and a new user message.  Each call's messages are the previous
     call's plus the assistant's answer and the next tool results or user message, so the last
     message is a user or tool message.  ``billing_line`` starts the system content with
-    Claude Code's billing line, whose ``cch`` changes every call.  Stops after yielding the
-    first call whose ``content_chars(messages)`` is at least ``target_chars``, or after
-    ``max_calls`` calls.  Bodies also carry ``tools`` (``tool_definitions()``), ``model``,
+    Claude Code's billing line, whose ``cch`` changes every call.  ``shape`` fits the tool-call
+    turns to what a model's template accepts (the same turns are drawn, except that prose
+    dropped by ``calls_alone`` changes the sizes the later turns are drawn to).  Stops after
+    yielding the first call whose ``content_chars(messages)`` is at least ``target_chars``, or
+    after ``max_calls`` calls.  Bodies also carry ``tools`` (``tool_definitions()``), ``model``,
     ``stream``, ``max_tokens=16`` and ``user=session_id(seed)``.
 
     Each body has its own ``messages`` list, but the message dicts (and ``tools``) are
@@ -77,7 +95,7 @@ def chat_requests(
     """
     check_args(target_chars, append_chars, max_calls)
     return _requests(
-        seed, target_chars, append_chars, billing_line, max_calls, model, stream, reasoning
+        seed, target_chars, append_chars, billing_line, max_calls, model, stream, reasoning, shape
     )
 
 
@@ -90,6 +108,7 @@ def _requests(
     model: str,
     stream: bool,
     reasoning: bool,
+    shape: Shape,
 ) -> Iterator[dict[str, Any]]:
     plan = SessionPlan(seed, append_chars, tool_reasoning=reasoning, answer_reasoning=reasoning)
     system = plan.content.agent_instructions()
@@ -101,6 +120,8 @@ def _requests(
     # Tool-call ids come from their own Random so that they leave the content draws alone.
     ids = Random(f"tool-call-ids:{seed}")
     prefix, alphabet, id_len = ids.choice(_ID_STYLES)
+    if shape.nine_char_ids:
+        prefix, alphabet, id_len = "", _BASE62, 9
     empty = ids.choice(("", None))
     tools = tool_definitions()
     user = session_id(seed)
@@ -125,22 +146,26 @@ def _requests(
         new: list[Message]
         if isinstance(turn, ToolTurn):
             call_ids = [prefix + "".join(ids.choices(alphabet, k=id_len)) for _ in turn.calls]
-            asst: Message = {"role": "assistant", "content": turn.prose or empty}
-            if turn.reasoning:
-                asst["reasoning_content"] = turn.reasoning
-            asst["tool_calls"] = [
-                {
-                    "id": i,
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
-                }
-                for i, (name, args) in zip(call_ids, turn.calls, strict=True)
-            ]
-            new = [asst]
-            new += (
-                {"role": "tool", "tool_call_id": i, "content": out}
-                for i, out in zip(call_ids, turn.results, strict=True)
-            )
+            made = list(zip(call_ids, turn.calls, turn.results, strict=True))
+            new = []
+            for k, group in enumerate([[c] for c in made] if shape.single_calls else [made]):
+                prose = "" if k or shape.calls_alone else turn.prose
+                asst: Message = {"role": "assistant", "content": prose or empty}
+                if turn.reasoning and not k:
+                    asst["reasoning_content"] = turn.reasoning
+                asst["tool_calls"] = [
+                    {
+                        "id": i,
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "arguments": json.dumps(args, ensure_ascii=False),
+                        },
+                    }
+                    for i, (name, args), _ in group
+                ]
+                new.append(asst)
+                new += ({"role": "tool", "tool_call_id": i, "content": out} for i, _, out in group)
         else:
             asst = {"role": "assistant", "content": turn.answer}
             if turn.reasoning:

@@ -20,6 +20,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from loadtest.agent_sessions import (  # noqa: E402
+    Shape,
     chat_requests,
     content_chars,
     session_id,
@@ -171,6 +172,38 @@ def test_valid_shapes(seed: int) -> None:
     for b in chat_requests(seed, target_chars=40_000):
         _check_shapes(b["messages"], names)
     _dump(body).encode("utf-8")  # strict UTF-8: no lone surrogates
+
+
+@pytest.mark.parametrize(
+    "shape", [Shape(single_calls=True), Shape(calls_alone=True), Shape(nine_char_ids=True)]
+)
+def test_shapes_fit_a_template_and_keep_the_content(shape: Shape) -> None:
+    """A shape changes only how the tool-call turns are laid out (the same text and calls,
+    unless calls go alone), in a valid session that only grows."""
+    plain = _last(3, 200_000)
+    bodies = _bodies(3, 200_000, shape=shape)
+    names = {t["function"]["name"] for t in plain["tools"]}
+    for body in bodies[::10]:
+        _check_shapes(body["messages"], names)
+    for prev, nxt in pairwise(bodies):
+        assert nxt["messages"][: len(prev["messages"])] == prev["messages"]
+    messages = bodies[-1]["messages"]
+    turns = [m for m in messages if m["role"] == "assistant" and m.get("tool_calls")]
+    calls = [c for m in turns for c in m["tool_calls"]]
+    if shape.single_calls:
+        assert len(turns) > sum(bool(m.get("tool_calls")) for m in plain["messages"])
+        assert all(len(m["tool_calls"]) == 1 for m in turns)
+    if shape.nine_char_ids:
+        assert all(re.fullmatch("[A-Za-z0-9]{9}", c["id"]) for c in calls)
+    if shape.calls_alone:  # less text appended: later turns are drawn to other sizes
+        assert all(not m["content"] for m in turns)
+        return
+    assert content_chars(messages) == content_chars(plain["messages"])
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+        (c["function"]["name"], c["function"]["arguments"])
+        for m in plain["messages"]
+        for c in m.get("tool_calls") or ()
+    ]
 
 
 def test_session_structure() -> None:
