@@ -68,14 +68,20 @@ def prepare_messages(
 
 
 def prepare_tools(tools: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The template's view of request ``tools`` (see the module docstring); a tool without a
-    ``function`` object is passed as it is."""
+    """The template's view of request ``tools`` (see the module docstring); a tool that is not
+    a JSON object with a ``function`` object is passed as it is."""
     return [_tool(tool) for tool in tools]
 
 
+_TOOL_KEYS = ("type", "function")
+_FUNCTION_KEYS = ("name", "description", "parameters")
+
+
 def _tool(tool: Any) -> Any:
-    if not isinstance(tool, Mapping) or not isinstance(function := tool.get("function"), Mapping):
+    if not isinstance(tool, dict) or not isinstance(function := tool.get("function"), dict):
         return tool
+    if tuple(tool) == _TOOL_KEYS and tuple(function) == _FUNCTION_KEYS:
+        return tool  # already as vLLM dumps it (an OpenAI client's usual tool)
     view = {
         "name": function.get("name"),
         "description": function.get("description"),
