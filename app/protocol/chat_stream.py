@@ -26,7 +26,9 @@ class ChatAssembler:
         tool_format: ToolFormat | None,
         reasoning: bool,
         starts_in_reasoning: bool,
+        control_tokens: tuple[str, ...] = (),
     ) -> None:
+        """``control_tokens``: the format's markers that are special tokens, never shown."""
         self.model = model
         self.ident = completion_id()
         self.created = int(time.time())
@@ -37,7 +39,7 @@ class ChatAssembler:
             tool_calls=bool(tools),
             starts_in_reasoning=starts_in_reasoning and reasoning,
         )
-        self.parser = marker_free(parser, tool_format)
+        self.parser = marker_free(parser, control_tokens)
 
     def first_chunk(self) -> dict[str, Any]:
         return self._chunk({"role": "assistant", "content": ""})

@@ -375,6 +375,7 @@ class ChatService:
             tool_format=self.card.tool_format,
             reasoning=self.card.reasoning,
             starts_in_reasoning=prepared.starts_in_reasoning,
+            control_tokens=self.format_tokens.control_tokens,
         )
 
     def _system_turn_refused(

@@ -5,7 +5,9 @@ readable when the server writes special tokens into the answer's text, and harmo
 at ``<|call|>`` / ``<|return|>``, which a server stops at only when told (or when the model's
 generation config lists them): the dialects turn these into their servers' fields
 (``UpstreamCall.special_tokens`` and ``stop_token_ids``). Ids we detokenize ourselves
-(tokens-out upstreams) then keep their special tokens too (``keeps_special_tokens``).
+(tokens-out upstreams) then keep their special tokens too (``keeps_special_tokens``), and
+the markers that are control tokens of the vocabulary are taken out of the text the client
+reads (``control_tokens``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ class FormatTokens:
     """The format's markers the answer's text must show (empty: its text needs none)."""
     stop_token_ids: tuple[int, ...] = ()
     """The ids of the tokens its answer ends at, where the vocabulary has them."""
+    control_tokens: tuple[str, ...] = ()
+    """Those of ``special_tokens`` that are special tokens of this vocabulary: control tokens,
+    never text for the client (``marker_free``)."""
 
     @property
     def keeps_special_tokens(self) -> bool:
@@ -47,4 +52,6 @@ def format_tokens(tool_format: ToolFormat | None, tokenizer: Tokenizer) -> Forma
             log.warning("tool format %s: %r is no token of this tokenizer", fmt.name, marker)
         else:
             stops.append(token)
-    return FormatTokens(fmt.special_tokens, tuple(stops))
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    control = tuple(marker for marker in fmt.special_tokens if marker in special)
+    return FormatTokens(fmt.special_tokens, tuple(stops), control)

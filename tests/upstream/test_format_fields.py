@@ -214,25 +214,26 @@ def test_a_stop_marker_the_vocabulary_lacks_is_not_asked_for(
 
 # --- through the proxy ------------------------------------------------------------------------
 
-KIMI = (
-    "Let me look.<|tool_calls_section_begin|><|tool_call_begin|>functions.read:0"
-    "<|tool_call_argument_begin|>{path: a.py}<|tool_call_end|><|tool_calls_section_end|>"
-)
-"""A Kimi K2 answer whose call is malformed (its arguments are no JSON): text, as vLLM's
+MISTRAL = "Let me look.[TOOL_CALLS]read[ARGS]{path: a.py}"
+"""A Mistral answer whose call is malformed (its arguments are no JSON): text, as vLLM's
 completions API returns it when asked to keep special tokens."""
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_malformed_call_in_special_tokens_reaches_the_client_without_them(
-    assets: dict[str, Path], stream: bool
+    assets_dir: Path, stream: bool
 ) -> None:
-    stub = StubUpstream(pieces=[KIMI[i : i + 5] for i in range(0, len(KIMI), 5)])
+    """``[TOOL_CALLS]`` is a control token of Mistral's tekken vocabulary: taken out of the
+    text; ``[ARGS]`` is no token of this (older) tekken: plain text, kept."""
+    stub = StubUpstream(pieces=[MISTRAL[i : i + 5] for i in range(0, len(MISTRAL), 5)])
     tool = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
     body = {"model": "m", "messages": [{"role": "user", "content": "Read a.py"}],
             "tools": [tool], "stream": stream}  # fmt: skip
+    tekken = app_assets.models(assets_dir, without_npm=True)["tekken"].parent
+    template = app_assets.templates(assets_dir)["Mistral-Small-3.2-24B-Instruct-2506"]
     with stub.serve() as upstream:
-        settings = Settings(upstream=upstream, tokenizer=assets["qwen3"].parent, model="m",
-                            dialect="vllm-completions", tool_format="kimi_k2",
+        settings = Settings(upstream=upstream, tokenizer=tekken, chat_template=template, model="m",
+                            dialect="vllm-completions", tool_format="mistral",
                             alignment_check=False)  # fmt: skip
         with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as c:
             reply = c.post("/v1/chat/completions", json=body)
@@ -244,5 +245,5 @@ def test_a_malformed_call_in_special_tokens_reaches_the_client_without_them(
         content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     else:
         content = reply.json()["choices"][0]["message"]["content"]
-    assert content == "Let me look.functions.read:0{path: a.py}"
-    assert "<|" not in reply.text
+    assert content == "Let me look.read[ARGS]{path: a.py}"
+    assert "[TOOL_CALLS]" not in reply.text

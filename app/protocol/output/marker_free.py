@@ -3,9 +3,9 @@
 A format's parser returns what is not a well-formed tool call as content, markers and all, so
 that no output is lost. Where those markers are special tokens (the server wrote them only
 because it was asked to keep special tokens: ``Format.special_tokens``), they are control
-tokens, not text: ``MarkerFree`` takes them out of the content and reasoning a parser emits
-on their way to the client (``marker_free``), and the text around them stays. The tool
-calls' arguments pass as the model wrote them.
+tokens, not text: ``MarkerFree`` takes those that are special tokens of the model's vocabulary
+out of the content and reasoning a parser emits on their way to the client (``marker_free``),
+and the text around them stays. The tool calls' arguments pass as the model wrote them.
 
 Text is held while its end could still grow into a marker (``"<|tool_ca"``), so a marker split
 across two pieces is taken out whole; every split of an output yields the same fields.
@@ -16,16 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.generation import ToolFormat
 from app.protocol.output.deltas import ChatDelta, ParsedOutput
-from app.protocol.output.formats import FORMATS
 from app.protocol.output.interface import ChoiceParser
 from app.protocol.output.scanning import partial_tag_start
 
 
-def marker_free(parser: ChoiceParser, tool_format: ToolFormat | None) -> ChoiceParser:
-    """``parser`` with the special-token markers of ``tool_format`` (if any) taken out."""
-    markers = FORMATS[tool_format].special_tokens if tool_format is not None else ()
+def marker_free(parser: ChoiceParser, markers: Sequence[str]) -> ChoiceParser:
+    """``parser`` with ``markers`` (control tokens of the model's vocabulary) taken out."""
     return MarkerFree(parser, markers) if markers else parser
 
 
@@ -64,12 +61,21 @@ class MarkerFree:
                 self._release(out)  # the other kind of text: what was held is not a marker
                 self._tail_is_reasoning = reasoning
             text = self._strip(self._tail + (delta.reasoning_content or delta.content or ""))
-            cut = partial_tag_start(text, self._markers)
+            cut = self._held_from(text)
             self._tail = text[cut:]
             self._append(out, text[:cut])
         if final:
             self._release(out)
         return out
+
+    def _held_from(self, text: str) -> int:
+        """Where the text that must wait begins: a tail that could still grow into a marker,
+        and before it any text that could join what follows into one, should that tail
+        become a marker and be taken out."""
+        cut = len(text)
+        while (start := partial_tag_start(text[:cut], self._markers)) < cut:
+            cut = start
+        return cut
 
     def _release(self, out: list[ChatDelta]) -> None:
         tail, self._tail = self._tail, ""

@@ -1,5 +1,6 @@
 """No special-token marker reaches a client: every format whose markers are special tokens,
-over arbitrary text made of its markers (malformed calls among them), split anywhere."""
+over arbitrary text made of its markers (malformed calls among them), split anywhere, all its
+markers taken for control tokens (the service takes those its vocabulary marks special)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from app.generation import ToolFormat
 from app.protocol.output import FORMATS, ParsedOutput
-from app.protocol.output.marker_free import MarkerFree, marker_free
+from app.protocol.output.marker_free import marker_free
 from tests.protocol.output.helpers import make_parser, parsed, split_at, stream
 
 SPECIAL: list[ToolFormat] = [name for name, fmt in FORMATS.items() if fmt.special_tokens]
@@ -28,7 +29,7 @@ def pieces(tool_format: ToolFormat) -> list[str]:
 
 def wrapped(tool_format: ToolFormat, **options: Any) -> Any:
     parser = make_parser(tool_format=tool_format, reasoning=True, tools=None, **options)
-    return marker_free(parser, tool_format)
+    return marker_free(parser, FORMATS[tool_format].special_tokens)
 
 
 def strip(text: str, markers: tuple[str, ...]) -> str:
@@ -40,11 +41,8 @@ def strip(text: str, markers: tuple[str, ...]) -> str:
 
 def test_every_format_written_in_special_tokens_is_covered() -> None:
     assert {"harmony", "kimi_k2", "deepseek_v31", "mistral", "gemma4", "glm45"} <= set(SPECIAL)
-    assert not FORMATS["hermes"].special_tokens
-    assert (
-        marker_free(make_parser(tool_format="hermes", reasoning=True), "hermes").__class__
-        is not MarkerFree
-    )
+    parser = make_parser(tool_format="hermes", reasoning=True)
+    assert marker_free(parser, ()) is parser
 
 
 @pytest.mark.parametrize("tool_format", SPECIAL)
