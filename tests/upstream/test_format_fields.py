@@ -196,6 +196,13 @@ def test_harmony_asks_for_its_markers_and_stops_at_call_and_return(gpt_oss: Toke
     assert needs.special_tokens == HARMONY and needs.keeps_special_tokens
     assert needs.stop_token_ids == STOPS
     assert [gpt_oss.id_to_token(t) for t in STOPS] == ["<|call|>", "<|return|>"]
+    assert needs.control_tokens == HARMONY  # all special tokens of o200k_harmony
+
+
+def test_only_the_vocabulary_s_special_tokens_are_control_tokens(gpt_oss: Tokenizer) -> None:
+    """Kimi's markers are no tokens of o200k_harmony: kept, not taken out of the text."""
+    needs = format_tokens("kimi_k2", gpt_oss)
+    assert needs.keeps_special_tokens and needs.control_tokens == ()
 
 
 def test_plain_text_formats_ask_for_nothing(gpt_oss: Tokenizer) -> None:
