@@ -26,6 +26,7 @@ from app.protocol.anthropic_request import ChatTranslator, to_chat_body
 from app.protocol.error_bodies import ApiName, Refusal
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.protocol.openai_chat import ChatRequest, parse_chat_request
+from app.protocol.output_options import anthropic_format_param
 from app.service.callers import Caller, caller_of
 from app.service.chat import ChatService
 from app.telemetry.timings import Timings
@@ -79,7 +80,12 @@ class MessagesApi(ClientApi):
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
         strip = app.state.settings.strip_billing_line
         translated = translator(app).translate(parsed.body, key, strip_billing_line=strip)
-        return _Call(parse_chat_request(translated.body, validated=translated.validated))
+        chat = parse_chat_request(
+            translated.body,
+            validated=translated.validated,
+            format_param=anthropic_format_param(parsed.body),
+        )
+        return _Call(chat)
 
 
 API = MessagesApi()

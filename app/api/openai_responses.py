@@ -23,6 +23,7 @@ from app.errors import ContextOverflowError
 from app.protocol.error_bodies import ApiName, Refusal
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.protocol.openai_chat import ChatRequest, parse_chat_request
+from app.protocol.output_options import RESPONSES_FORMAT
 from app.protocol.responses_request import ChatTranslator
 from app.protocol.responses_stream import (
     Event,
@@ -84,7 +85,7 @@ class ResponsesApi(ClientApi):
 
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
         canonical, validated = _parsers(app)[1].translate(parsed.body, key, parsed.reused_messages)
-        chat = parse_chat_request(canonical, validated=validated)
+        chat = parse_chat_request(canonical, validated=validated, format_param=RESPONSES_FORMAT)
         return _Call(chat, response_echo(parsed.body))
 
 

@@ -40,10 +40,13 @@ class ChatRequest:
     """Harmless fields the client set that nothing reads (``chat_fields``): counted."""
 
 
-def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
+def parse_chat_request(
+    body: Any, *, validated: int = 0, format_param: str = "response_format"
+) -> ChatRequest:
     """Check a decoded chat completions body; raises ``BadRequestError`` naming the field.
     The first ``validated`` messages were checked before (the same objects, see
-    ``incremental_json``)."""
+    ``incremental_json``).  ``format_param``: the client's field that the body's
+    ``response_format`` came from (a translated body's), named where a dialect refuses it."""
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
     ignored = checked_fields(body)
@@ -77,7 +80,7 @@ def parse_chat_request(body: Any, *, validated: int = 0) -> ChatRequest:
         tools=tools or None,
         stream=stream,
         include_usage=bool(options.get("include_usage")),
-        sampling=_sampling(body),
+        sampling=_sampling(body, format_param),
         template_kwargs=kwargs,
         add_generation_prompt=generation_prompt,
         body=body,
@@ -141,7 +144,7 @@ def _check_tools(tools: Any) -> None:
             raise BadRequestError(f"tools[{k}].function.name is required", param="tools")
 
 
-def _sampling(body: dict[str, Any]) -> Sampling:
+def _sampling(body: dict[str, Any], format_param: str) -> Sampling:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
@@ -166,7 +169,7 @@ def _sampling(body: dict[str, Any]) -> Sampling:
         seed=seed,
         logit_bias=_typed(body, "logit_bias", dict, None),
         extra={k: body[k] for k in PASSED_THROUGH if body.get(k) is not None},
-        output_format=output_format(body),
+        output_format=output_format(body, format_param),
         logprobs=logprobs_asked(body),
         **floats,
     )

@@ -23,12 +23,15 @@ from app.generation import OutputFormat
 
 MAX_TOP_LOGPROBS = 20
 """OpenAI's bound on ``top_logprobs``."""
+RESPONSES_FORMAT = "text.format"
+"""The Responses API's field for the output format."""
 _STRUCTURED = ("json", "json_object", "regex", "choice", "grammar")
 
 
-def output_format(body: dict[str, Any]) -> OutputFormat | None:
+def output_format(body: dict[str, Any], param: str = "response_format") -> OutputFormat | None:
     """The chat completions body's output format (``response_format`` or
-    ``structured_outputs``, not both)."""
+    ``structured_outputs``, not both); ``param`` names the client's field that
+    ``response_format`` stands for (``text.format`` in a translated Responses body)."""
     response_format = body.get("response_format")
     structured = body.get("structured_outputs")
     if response_format is not None and structured is not None:
@@ -41,10 +44,10 @@ def output_format(body: dict[str, Any]) -> OutputFormat | None:
     if response_format is None:
         return None
     if not isinstance(response_format, dict):
-        raise BadRequestError("'response_format' must be an object", param="response_format")
+        raise BadRequestError(f"'{param}' must be an object", param=param)
     schema = response_format.get("json_schema")
     inner = schema.get("schema") if isinstance(schema, dict) else None
-    return format_of(response_format.get("type"), inner, "response_format")
+    return format_of(response_format.get("type"), inner, param)
 
 
 def format_of(kind: Any, schema: Any, param: str) -> OutputFormat | None:
@@ -151,19 +154,24 @@ def responses_fields(body: dict[str, Any]) -> dict[str, Any]:
     if fmt is None:
         return {}
     if not isinstance(fmt, dict):
-        raise BadRequestError("'text.format' must be an object", param="text.format")
-    return _chat_format(format_of(fmt.get("type"), fmt.get("schema"), "text.format"))
+        raise BadRequestError(f"'{RESPONSES_FORMAT}' must be an object", param=RESPONSES_FORMAT)
+    return _chat_format(format_of(fmt.get("type"), fmt.get("schema"), RESPONSES_FORMAT))
+
+
+def anthropic_format_param(body: dict[str, Any]) -> str:
+    """The field an Anthropic body's structured output is read from: ``output_config.format``
+    where set, else the earlier beta's ``output_format``."""
+    config = body.get("output_config")
+    if isinstance(config, dict) and config.get("format") is not None:
+        return "output_config.format"
+    return "output_format"
 
 
 def anthropic_fields(body: dict[str, Any]) -> dict[str, Any]:
-    """The chat fields of an Anthropic body's structured output: ``output_config.format``
-    or the earlier beta's ``output_format``, both ``{"type": "json_schema", "schema": ...}``."""
-    config = body.get("output_config")
-    fmt, param = (
-        (config.get("format"), "output_config.format") if isinstance(config, dict) else (None, "")
-    )
-    if fmt is None:
-        fmt, param = body.get("output_format"), "output_format"
+    """The chat fields of an Anthropic body's structured output (``anthropic_format_param``),
+    ``{"type": "json_schema", "schema": ...}``."""
+    param = anthropic_format_param(body)
+    fmt = body["output_config"]["format"] if param == "output_config.format" else body.get(param)
     if fmt is None:
         return {}
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":

@@ -13,6 +13,9 @@ import httpx
 import orjson
 import pytest
 
+from app.api import chat as chat_api
+from app.api import messages as messages_api
+from app.api import openai_responses as responses_api
 from app.config import Settings
 from app.main import create_app
 from app.tools.local_upstream import LocalLlamaServer
@@ -133,3 +136,27 @@ def test_responses_and_anthropic_formats_go_upstream(
     reply = http.post("/v1/responses", json=responses | {"top_logprobs": 3})
     assert reply.status_code == 400 and "top_logprobs" in reply.text
     assert len(upstream.requests) == sent
+
+
+def test_a_translated_format_keeps_the_client_field_name(smollm2_dir: Path) -> None:
+    """A Responses or Anthropic format reaches the dialects as a chat ``response_format``; the
+    format still names the field the client sent, which a dialect that cannot carry it names
+    in its 400 (``output_fields``)."""
+    responses = {"model": MODEL, "input": "Hi", "text": {"format": {"type": "json_object"}}}
+    anthropic = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}
+    beta = {"type": "json_schema", "schema": SCHEMA}
+    calls = [
+        (responses_api.API, responses, "text.format"),
+        (messages_api.API, anthropic | {"output_config": {"format": beta}}, "output_config.format"),
+        (messages_api.API, anthropic | {"output_format": beta}, "output_format"),
+        (chat_api.API, {"model": MODEL, "messages": HELLO, "response_format": {
+            "type": "json_object"}}, "response_format"),
+    ]  # fmt: skip
+    settings = Settings(upstream="http://127.0.0.1:9", tokenizer=smollm2_dir, model=MODEL,
+                        alignment_check=False, tool_format=None)  # fmt: skip
+    app = create_app(settings)
+    with serving(app):  # the lifespan builds the APIs' parsers
+        for api, body, param in calls:
+            parsed = api.parser(app).parse(orjson.dumps(body), None)
+            fmt = api.call(app, parsed, "key").chat.sampling.output_format
+            assert fmt is not None and fmt.param == param
