@@ -2,7 +2,7 @@
 sessions, on each tested model's real chat template and tokenizer, beside Qwen3.
 
     .venv/bin/python loadtest/bench_models.py [--chars 100000] [--sessions 8] [--calls 4]
-                                              [--models glm-4.7,gpt-oss,...]
+                                              [--models glm-4.7,gpt-oss,...] [--rev REV]
 
 For each model of ``MODELS`` (its chat template from llama-cpp-python's sdist and its own
 tokenizer, or one of its family where that is not offline, as the rendering tests pair them;
@@ -19,6 +19,9 @@ special-token lookalikes in the generated tool outputs are defused, as replay.py
 Printed per model: the proxy-added p50 (``Server-Timing: proxy``, request in -> upstream
 request out) of first calls and of continuations, with their render and tokenize p50s, the
 routes the tokenization took, and the ratio to Qwen3's p50 measured beside it.
+
+``--rev`` runs every server from a temporary checkout of that revision (``HEAD``: the last
+commit), so that a shared working tree changing during the run changes nothing measured.
 """
 
 from __future__ import annotations
@@ -42,7 +45,13 @@ sys.path.insert(0, str(ROOT))
 
 from app.tools import assets  # noqa: E402
 from loadtest.agent_sessions import Shape, session_id  # noqa: E402
-from loadtest.processes import free_port, process, serve_args, standin_args  # noqa: E402
+from loadtest.processes import (  # noqa: E402
+    checkout,
+    free_port,
+    process,
+    serve_args,
+    standin_args,
+)
 from loadtest.replay import MODEL, Samples, _call, _p, _timed_bodies  # noqa: E402
 
 REFERENCE = "qwen3"
@@ -93,18 +102,20 @@ def _files(model: Model) -> tuple[Path, Path | None]:
 
 
 @contextlib.contextmanager
-def _serving(model: Model) -> Iterator[str]:
-    """The stand-in upstream and the proxy for ``model``; yields the proxy's URL."""
+def _serving(model: Model, tree: Path) -> Iterator[str]:
+    """The stand-in upstream and the proxy for ``model``, run from ``tree``; yields the
+    proxy's URL."""
     folder, template = _files(model)
     up, port = free_port(), free_port()
     upstream, proxy = f"http://127.0.0.1:{up}", f"http://127.0.0.1:{port}"
     chat_template = ("--chat-template", str(template)) if template else ()
     with (
-        process(standin_args(folder, up, *chat_template), upstream + "/health"),
+        process(standin_args(folder, up, *chat_template), upstream + "/health", root=tree),
         process(
             serve_args(upstream, folder, MODEL, port, "--dialect", "vllm-completions",
                        *chat_template),
             proxy + "/health",
+            root=tree,
         ),
     ):  # fmt: skip
         yield proxy
@@ -120,14 +131,16 @@ async def _session(proxy: str, bodies: list[bytes], seed: int, into: Measured) -
             await _call(client, url, body, headers, into.continuation)
 
 
-def run(names: list[str], chars: int, sessions: int, calls: int) -> dict[str, dict[str, Any]]:
+def run(
+    names: list[str], chars: int, sessions: int, calls: int, tree: Path
+) -> dict[str, dict[str, Any]]:
     """Each model in turn beside Qwen3; a model whose proxy fails is reported and skipped."""
     rows: dict[str, dict[str, Any]] = {}
-    with _serving(MODELS[REFERENCE]) as reference:
+    with _serving(MODELS[REFERENCE], tree) as reference:
         for index, name in enumerate(names):
             seeds = [100_003 * (index + 1) + k for k in range(sessions)]
             try:
-                rows[name] = _measure(name, reference, seeds, chars, calls)
+                rows[name] = _measure(name, reference, seeds, chars, calls, tree)
             except (RuntimeError, httpx.HTTPError) as error:
                 print(f"{name}: failed: {error}", flush=True)
                 continue
@@ -135,13 +148,15 @@ def run(names: list[str], chars: int, sessions: int, calls: int) -> dict[str, di
     return rows
 
 
-def _measure(name: str, reference: str, seeds: list[int], chars: int, calls: int) -> dict[str, Any]:
+def _measure(
+    name: str, reference: str, seeds: list[int], chars: int, calls: int, tree: Path
+) -> dict[str, Any]:
     """``name``'s sessions, each followed (or, every other one, preceded) by the same session
     in Qwen3's shape through ``reference``; its row."""
     model = MODELS[name]
     measured, beside = Measured(), Measured()
     with contextlib.ExitStack() as stack:
-        proxy = reference if name == REFERENCE else stack.enter_context(_serving(model))
+        proxy = reference if name == REFERENCE else stack.enter_context(_serving(model, tree))
         measured.format = httpx.get(proxy + "/health").json().get("tool_format", "?")
         for k, seed in enumerate(seeds):
             mine = _timed_bodies(seed, chars, calls, False, "chat", model.shape)[0]
@@ -216,12 +231,15 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8, help="sessions per model")
     parser.add_argument("--calls", type=int, default=4, help="continuations per session")
     parser.add_argument("--models", default=",".join(MODELS), help="names of MODELS")
+    parser.add_argument("--rev", help="run the servers from a checkout of this revision")
     args = parser.parse_args()
     names = args.models.split(",")
     if unknown := set(names) - set(MODELS):
         parser.error(f"unknown models: {sorted(unknown)}")
     print(f"load average before: {os.getloadavg()}", flush=True)
-    rows = run(names, args.chars, args.sessions, args.calls)
+    with contextlib.ExitStack() as stack:
+        tree = stack.enter_context(checkout(args.rev)) if args.rev else ROOT
+        rows = run(names, args.chars, args.sessions, args.calls, tree)
     print(f"load average after: {os.getloadavg()}")
     print(markdown(rows))
     out = ROOT / "loadtest" / "results" / "bench-models.json"
