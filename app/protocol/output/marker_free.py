@@ -34,6 +34,8 @@ class MarkerFree:
         self._parser = parser
         self._markers = tuple(markers)
         self._pattern = re.compile("|".join(map(re.escape, self._markers)))
+        self._firsts = frozenset(marker[0] for marker in self._markers)
+        self._reach = max(map(len, self._markers)) - 1  # the longest tail a marker could start
         self._tail = ""  # text that could still grow into a marker
         self._tail_is_reasoning = False
 
@@ -73,7 +75,9 @@ class MarkerFree:
         and before it any text that could join what follows into one, should that tail
         become a marker and be taken out."""
         cut = len(text)
-        while (start := partial_tag_start(text[:cut], self._markers)) < cut:
+        while not self._firsts.isdisjoint(text[max(0, cut - self._reach) : cut]) and (
+            (start := partial_tag_start(text[:cut], self._markers)) < cut
+        ):
             cut = start
         return cut
 
@@ -91,6 +95,8 @@ class MarkerFree:
 
     def _strip(self, text: str) -> str:
         """``text`` without markers, and without any that taking one out joined up."""
+        if self._firsts.isdisjoint(text):
+            return text
         stripped = self._pattern.sub("", text)
         while stripped != text:
             text, stripped = stripped, self._pattern.sub("", stripped)
