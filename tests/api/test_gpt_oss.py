@@ -412,3 +412,36 @@ def test_anthropic_thinking_blocks_come_back_as_the_analysis_channel(
         f"<|start|>assistant<|channel|>analysis<|message|>{THOUGHT}<|end|>"
         "<|start|>assistant to=functions.get_weather<|channel|>commentary json"
     ) in text
+
+
+@pytest.mark.parametrize(
+    ("item", "analysis"),
+    [
+        ({"content": [{"type": "reasoning_text", "text": THOUGHT}],
+          "summary": [{"type": "summary_text", "text": "Weather."}]}, THOUGHT),
+        ({"summary": [{"type": "summary_text", "text": THOUGHT}],
+          "encrypted_content": "gAAAA-opaque"}, THOUGHT),
+        ({"summary": [], "encrypted_content": "gAAAA-opaque"}, None),
+    ],
+)  # fmt: skip
+def test_each_shape_of_reasoning_item_renders_as_gpt_oss_reads_it(
+    gpt_oss: GptOss, item: dict[str, Any], analysis: str | None
+) -> None:
+    """The reasoning text when the item has it (its content, else its summary); an item
+    with only ``encrypted_content`` (another server's, which no one here can read) renders
+    no analysis."""
+    body = {
+        "model": MODEL,
+        "tools": [{"type": "function", **TOOL["function"]}],
+        "input": [
+            {"role": "user", "content": QUESTION},
+            {"type": "reasoning", "id": "rs_1", **item},
+            {"type": "function_call", "call_id": "c1", "name": "get_weather",
+             "arguments": '{"city": "Paris"}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "18 C"},
+        ],
+    }  # fmt: skip
+    text = gpt_oss.render(chat_body(body))
+    call = "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+    shown = f"<|start|>assistant<|channel|>analysis<|message|>{analysis}<|end|>" if analysis else ""
+    assert f"<|start|>user<|message|>{QUESTION}<|end|>{shown}{call}" in text
