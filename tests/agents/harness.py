@@ -136,6 +136,8 @@ class Stack:
     """The stand-in's responder is the last one here; tests append theirs."""
     transcripts: set[tuple[str, ...]] = field(default_factory=set)
     """The transcript keys seen so far: a later call of one is a continuation."""
+    answers: list[str] = field(default_factory=list)
+    """Every answer the stand-in wrote, in order."""
 
     def take(self) -> tuple[list[Call], list[list[int]]]:
         """The client's calls and the prompts the stand-in received since the last ``take``."""
@@ -159,11 +161,17 @@ def stack(folder: Path, *serve_extra: str, model: Model = QWEN3,
     """Stand-in playing ``model`` (tokenizer ``folder``) <- ``toksplice serve`` (subprocess,
     given ``template`` if any) <- recording front."""
     prompts: list[list[int]] = []
+    answers: list[str] = []
     script: list[Callable[[str], str]] = [lambda text: model.reply(text, model.final("Hello."))]
+
+    def respond(text: str) -> str:
+        answers.append(script[-1](text))
+        return answers[-1]
+
     given = ("--chat-template", str(template)) if template else ()
     with ExitStack() as stack_:
         upstream = stack_.enter_context(serving(make_app(
-            folder, respond=lambda text: script[-1](text), prompts=prompts, template=template)))
+            folder, respond=respond, prompts=prompts, template=template)))
         port = free_port()
         proxy = f"http://127.0.0.1:{port}"
         stack_.enter_context(process(
@@ -171,7 +179,7 @@ def stack(folder: Path, *serve_extra: str, model: Model = QWEN3,
             proxy + "/health"))
         front = Front(proxy)
         url = stack_.enter_context(serving(front.app()))
-        yield Stack(url, folder, template, model, front, prompts, script)
+        yield Stack(url, folder, template, model, front, prompts, script, answers=answers)
 
 
 # --- the reference ---------------------------------------------------------------------

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Arguments = Mapping[str, Any]
+THOUGHT = "Let me see."
+"""The reasoning a model writes where its prompt opened reasoning."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Model:
         """The whole answer to ``prompt`` that says ``said``: a little reasoning first where
         the prompt opened it."""
         opened = self.opened is not None and prompt.endswith(self.opened)
-        return (self.thought("Let me see.") if opened else "") + said
+        return (self.thought(THOUGHT) if opened else "") + said
 
 
 def hermes_call(name: str, arguments: Arguments) -> str:

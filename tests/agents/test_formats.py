@@ -18,7 +18,7 @@ from app.tools import assets as app_assets
 from tests.agents import test_claude_code as claude_code
 from tests.agents import test_codex as codex_cli
 from tests.agents.harness import Stack, claude_env, codex_env, stack
-from tests.agents.models import FORMATS, Model
+from tests.agents.models import FORMATS, THOUGHT, Model
 
 MARKER = "toksplice-42"
 COMMAND = "echo toksplice-$((6*7))"
@@ -35,6 +35,14 @@ def served(
     template = app_assets.templates(assets_dir)[model.template]
     with stack(folder, model=model, template=template) as served_:
         yield served_
+
+
+def reasoned(served: Stack) -> list[str]:
+    """The reasoning the client must send back with the tool call: what the model wrote
+    before it, where the first call's prompt opened reasoning (DeepSeek V3.1's does only
+    when asked to)."""
+    answer = served.answers[-2]  # each run makes two model calls
+    return [THOUGHT] if answer.startswith(served.model.thought(THOUGHT)) else []
 
 
 def test_claude_code_runs_the_models_tool_call(
@@ -55,6 +63,8 @@ def test_claude_code_runs_the_models_tool_call(
     assert (use["name"], use["input"]) == ("Bash", arguments)
     assert result["content"][0]["tool_use_id"] == use["id"]
     assert MARKER in str(result["content"][0]["content"])
+    # it asks for thinking, which each of these templates then opens: the reasoning comes back
+    assert [b["thinking"] for b in turn["content"] if b["type"] == "thinking"] == [THOUGHT]
 
 
 def test_codex_runs_the_models_tool_call(
@@ -72,3 +82,5 @@ def test_codex_runs_the_models_tool_call(
     output = second.body["input"][-1]
     assert (call["name"], call["call_id"]) == ("exec_command", output["call_id"])
     assert output["type"] == "function_call_output" and MARKER in str(output["output"])
+    items = [i for i in second.body["input"] if i.get("type") == "reasoning"]
+    assert [s["text"] for i in items for s in i["summary"]] == reasoned(served)
