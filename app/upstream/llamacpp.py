@@ -91,7 +91,8 @@ class LlamaCppCompletions(OpenAICompletions):
     def context_response(self, payload: Any, model: str) -> int | None:
         """A slot's context (``--ctx-size`` divided among ``--parallel`` slots): one request
         has that much, not the total."""
-        return positive_int((payload.get("default_generation_settings") or {}).get("n_ctx"))
+        settings = Answer(payload, "props").object("default_generation_settings")
+        return positive_int(settings.raw("n_ctx"))
 
 
 class LlamaCppNative(LlamaCppCompletions):

@@ -72,9 +72,9 @@ class SglangGenerate(Dialect):
         return "/v1/models", None
 
     def context_response(self, payload: Any, model: str) -> int | None:
-        cards = [c for c in payload.get("data") or () if isinstance(c, dict)]
-        named = [c for c in cards if c.get("id") == model] or cards[:1]
-        return positive_int(named[0].get("max_model_len")) if named else None
+        cards = Answer(payload, "models").objects("data")
+        named = [c for c in cards if c.raw("id") == model] or cards[:1]
+        return positive_int(named[0].raw("max_model_len")) if named else None
 
 
 def _cumulative(answer: Answer, meta: Answer) -> bool:

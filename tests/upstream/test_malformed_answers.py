@@ -22,7 +22,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from app.config import DIALECTS, Settings
+from app.errors import UpstreamMalformedError
 from app.main import create_app
+from app.upstream import dialect_named
 from tests.api.servers import serving
 
 MODEL = "m"
@@ -229,3 +231,15 @@ def test_finish_reasons_reach_chat_clients_from_the_known_set(
         c["choices"][0]["finish_reason"] for c in map(orjson.loads, data[:-1]) if c["choices"]
     ]
     assert [r for r in reasons if r is not None] == ["length"]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "answer"),
+    [("llamacpp", {"default_generation_settings": [1]}), ("sglang", {"data": 5}),
+     ("sglang", {"data": ["card"]})],
+)  # fmt: skip
+def test_a_malformed_context_answer_is_an_upstream_error(dialect: str, answer: Any) -> None:
+    """The start-up context probe's answer is read the same way: an upstream error, which
+    the probe takes as "context unknown", not an exception of Python's."""
+    with pytest.raises(UpstreamMalformedError):
+        dialect_named(dialect).context_response(answer, MODEL)
