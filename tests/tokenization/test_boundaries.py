@@ -173,3 +173,27 @@ def test_inside_a_token_prefix_is_every_suffix_checked(name: str, assets: dict[s
             assert guard._could_be_inside(data, c) == expected, (data, c)
 
     run()
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda d: d["model"]["vocab"].__setitem__("x\u2581y", 10**6), "joins 'x' to a space"),
+        (lambda d: d["added_tokens"][0].__setitem__("normalized", True), "added tokens matched"),
+        (lambda d: d.__setitem__("pre_tokenizer", {"type": "Metaspace"}), "pre-tokenizer"),
+    ],
+)
+def test_gemma_s_rule_is_checked_on_its_vocabulary(
+    change: Callable[[dict[str, object]], None], reason: str, assets: dict[str, Path]
+) -> None:
+    """Gemma's cut holds because no token joins a printable character to a following "▁":
+    a file where one does (or whose split or added tokens differ) is refused, with why."""
+    import json
+
+    from app.tokenizer_spec import spec_from_json
+
+    data = json.loads(assets["gemma3"].read_text(encoding="utf-8"))
+    assert spec_from_json(data).family == "spaces_replaced"
+    change(data)
+    spec = spec_from_json(data)
+    assert spec.family is None and spec.unproven_reason and reason in spec.unproven_reason
