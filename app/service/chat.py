@@ -310,7 +310,7 @@ class ChatService:
             stops,
             payload,
             prepared.call.prompt.n_ids,
-            bool(prepared.call.special_tokens),
+            self.format_tokens.dropped_ids,
         )
 
     async def chunks(self, prepared: PreparedChat) -> AsyncIterator[dict[str, Any] | None]:
@@ -351,7 +351,7 @@ class ChatService:
             assembler,
             await self._stop_strings(prepared),
             prepared.call.prompt.n_ids,
-            bool(prepared.call.special_tokens),
+            self.format_tokens.dropped_ids,
             top_logprobs=prepared.call.sampling.logprobs,
         )
         async for payload, size in sse_events(response, self.client.max_line_bytes):

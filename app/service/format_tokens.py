@@ -32,6 +32,9 @@ class FormatTokens:
     control_tokens: tuple[str, ...] = ()
     """Those of ``special_tokens`` that are special tokens of this vocabulary: control tokens,
     never text for the client (``marker_free``)."""
+    dropped_ids: frozenset[int] | None = None
+    """Where the format keeps special tokens, the vocabulary's other special tokens: ids we
+    detokenize lose these (an end-of-turn token vLLM's ids hold); None: they lose all."""
 
     @property
     def keeps_special_tokens(self) -> bool:
@@ -52,6 +55,9 @@ def format_tokens(tool_format: ToolFormat | None, tokenizer: Tokenizer) -> Forma
             log.warning("tool format %s: %r is no token of this tokenizer", fmt.name, marker)
         else:
             stops.append(token)
-    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
-    control = tuple(marker for marker in fmt.special_tokens if marker in special)
-    return FormatTokens(fmt.special_tokens, tuple(stops), control)
+    special = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+    control = tuple(marker for marker in fmt.special_tokens if marker in special.values())
+    dropped = None
+    if fmt.special_tokens:
+        dropped = frozenset(i for i, text in special.items() if text not in fmt.special_tokens)
+    return FormatTokens(fmt.special_tokens, tuple(stops), control, dropped)

@@ -50,18 +50,20 @@ class StreamedText:
         assembler: ChatAssembler,
         stops: StopStrings,
         prompt_tokens: int,
-        keep_special_tokens: bool = False,
+        dropped_ids: frozenset[int] | None = None,
         *,
         top_logprobs: int | None = None,
     ) -> None:
-        """``keep_special_tokens``: ids we detokenize keep them as text (the tool format's
-        markers are special tokens); ``top_logprobs``: the client asked for log
+        """``dropped_ids``: None, ids we detokenize lose their special tokens; else they keep
+        them (the tool format's markers are special tokens) but for these ids (the others:
+        an end-of-turn token the ids hold, say); ``top_logprobs``: the client asked for log
         probabilities, with that many alternatives (``ChatLogprobs``)."""
         self._dialect = dialect
         self._tokenizer = tokenizer
         self._assembler = assembler
-        skip = not keep_special_tokens
+        skip = dropped_ids is None
         self._decoder = DecodeStream(skip_special_tokens=skip) if dialect.tokens_out else None
+        self._dropped = dropped_ids or frozenset()
         self._stops = StopTrim(stops)
         self._prompt_tokens = prompt_tokens
         self._seen = 0
@@ -98,8 +100,9 @@ class StreamedText:
     def _decoded(self, piece: Generated) -> str:
         if self._decoder is None:
             return piece.text
-        decoder, tokenizer = self._decoder, self._tokenizer
-        return "".join(p for t in piece.token_ids if (p := decoder.step(tokenizer, t)))
+        decoder, tokenizer, dropped = self._decoder, self._tokenizer, self._dropped
+        ids = (t for t in piece.token_ids if t not in dropped)
+        return "".join(p for t in ids if (p := decoder.step(tokenizer, t)))
 
 
 def whole_text(
@@ -109,7 +112,7 @@ def whole_text(
     stops: StopStrings,
     payload: Any,
     prompt_tokens: int,
-    keep_special_tokens: bool = False,
+    dropped_ids: frozenset[int] | None = None,
     *,
     top_logprobs: int | None = None,
 ) -> dict[str, Any]:
@@ -118,8 +121,9 @@ def whole_text(
     generated = dialect.response(payload, prompt_tokens)
     text = generated.text
     if dialect.tokens_out:
-        ids = list(generated.token_ids)
-        decoded = tokenizer.decode(ids, skip_special_tokens=not keep_special_tokens)
+        dropped = dropped_ids or frozenset()
+        ids = [t for t in generated.token_ids if t not in dropped]
+        decoded = tokenizer.decode(ids, skip_special_tokens=dropped_ids is None)
         text = trimmed(str(decoded), stops)
     completion = assembler.completion(
         text,

@@ -20,10 +20,13 @@ from tokenizers import Tokenizer
 from app.config import Settings
 from app.generation import Sampling
 from app.main import create_app
+from app.protocol.chat_stream import ChatAssembler
 from app.service.format_tokens import FormatTokens, format_tokens
+from app.service.text_answer import StreamedText, whole_text
 from app.tools import assets as app_assets
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream import Prompt, UpstreamCall, dialect_named
+from app.upstream.stops import StopStrings
 from tests.api.servers import StubUpstream, serving
 from tests.upstream.server_schemas import FIXTURE
 from tests.upstream.server_schemas import errors as schema_errors
@@ -254,3 +257,47 @@ def test_a_malformed_call_in_special_tokens_reaches_the_client_without_them(
         content = reply.json()["choices"][0]["message"]["content"]
     assert content == "Let me look.read[ARGS]{path: a.py}"
     assert "[TOOL_CALLS]" not in reply.text
+
+
+# --- ids we detokenize ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_ids_we_detokenize_keep_the_format_s_markers_and_lose_the_end_of_turn(
+    assets_dir: Path, stream: bool
+) -> None:
+    """vLLM's generate API returns ids, the end-of-turn ``</s>`` among them: the text keeps
+    Mistral's ``[TOOL_CALLS]`` (a special token) so the call is read, and loses ``</s>``."""
+    tekken = Tokenizer.from_file(str(app_assets.models(assets_dir, without_npm=True)["tekken"]))
+    ids = tekken.encode(
+        'Let me look.[TOOL_CALLS]read{"path": "a.py"}</s>', add_special_tokens=False
+    ).ids
+    assert ids[-1] == tekken.token_to_id("</s>") and tekken.token_to_id("[TOOL_CALLS]") in ids
+    needs = format_tokens("mistral", tekken)
+    dialect = dialect_named("vllm-generate")
+    tool = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
+    assembler = ChatAssembler(
+        model="m",
+        tools=[tool],
+        tool_format="mistral",
+        reasoning=True,
+        starts_in_reasoning=False,
+        control_tokens=needs.control_tokens,
+    )
+    usage = {"prompt_tokens": 3, "completion_tokens": len(ids), "total_tokens": 3 + len(ids)}
+    answer = {"choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}], "usage": usage}
+    if stream:
+        text = StreamedText(dialect, tekken, assembler, StopStrings([]), 3, needs.dropped_ids)
+        chunks = [c for t in ids for c in text.step({"choices": [
+            {"index": 0, "token_ids": [t], "finish_reason": None}]})]  # fmt: skip
+        last = {"choices": [{"index": 0, "token_ids": [], "finish_reason": "stop"}]}
+        chunks += [*text.step(last), *text.end(include_usage=False)]
+        deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+        content = "".join(d.get("content") or "" for d in deltas)
+        calls = [t["function"] for d in deltas for t in d.get("tool_calls") or ()]
+    else:
+        message = whole_text(dialect, tekken, assembler, StopStrings([]), answer, 3,
+                             needs.dropped_ids)["choices"][0]["message"]  # fmt: skip
+        content, calls = message["content"], [c["function"] for c in message["tool_calls"]]
+    assert content == "Let me look."
+    assert calls == [{"name": "read", "arguments": '{"path": "a.py"}'}]
