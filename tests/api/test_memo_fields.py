@@ -2,10 +2,12 @@
 
 ``test_memo_validation`` grows and replaces a session's transcript; here every other field
 of each API's body changes too (``instructions``, ``system``, tools, tool choice, reasoning
-settings, sampling fields, template kwargs, metadata), keys come in any order, and a key may
-stand twice (read as orjson reads it: the last one).  Each call is also answered by a second
-app in a session of its own (a fresh key: nothing of it is remembered there) and both must
-agree on the status, the error body and everything sent upstream, ids included."""
+settings, sampling fields, template kwargs, output formats, log probabilities,
+``continue_final_message``, metadata and other dropped fields, a refused field), keys come in
+any order, and a key may stand twice (read as orjson reads it: the last one).  Each call is
+also answered by a second app in a session of its own (a fresh key: nothing of it is
+remembered there) and both must agree on the status, the error body and everything sent
+upstream, ids included; a refused field is a 400 on every call."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from tests.api.servers import StubUpstream
 from tests.api.test_faults import MODEL, proxy
@@ -29,6 +34,8 @@ Pairs = list[tuple[str, Any]]
 """A body as its keys stand in the JSON text (a key may stand twice)."""
 
 PIRATE, NINJA = "You are PIRATE bot.", "You are NINJA bot."
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+KV_TRANSFER = {"do_remote_prefill": True, "remote_host": "10.0.0.9"}
 CHAT_TOOL = {
     "type": "function",
     "function": {
@@ -54,6 +61,13 @@ FIELDS: dict[str, dict[str, Any]] = {
         "add_generation_prompt": st.sampled_from([False, True]),
         "stream": st.sampled_from([False, True]),
         "prompt_cache_key": st.sampled_from(["pck-1", "pck-2"]),
+        "response_format": st.sampled_from([{"type": "json_object"}, {"type": "json_schema",
+            "json_schema": {"name": "o", "schema": SCHEMA}}, {"type": "text"}]),
+        "logprobs": st.sampled_from([True, False]),
+        "top_logprobs": st.sampled_from([0, 2]),
+        "continue_final_message": st.sampled_from([True, False]),
+        "reasoning_effort": st.sampled_from(["none", "high"]),
+        "user": st.sampled_from(["u-1", "u-2"]),
     },
     "anthropic": {
         "system": st.sampled_from([PIRATE, NINJA, [{"type": "text", "text": PIRATE}],
@@ -71,6 +85,8 @@ FIELDS: dict[str, dict[str, Any]] = {
         "max_tokens": st.sampled_from([8, 16, True]),
         "metadata": st.sampled_from([{"user_id": "u"}, {"user_id": "v"}]),
         "stream": st.sampled_from([False, True]),
+        "output_config": st.sampled_from([{"format": {"type": "json_schema", "schema": SCHEMA}},
+                                          {"effort": "low"}]),
     },
     "responses": {
         "instructions": st.sampled_from([PIRATE, NINJA, 5]),
@@ -86,8 +102,18 @@ FIELDS: dict[str, dict[str, Any]] = {
         "parallel_tool_calls": st.sampled_from([False, True]),
         "stream": st.sampled_from([False, True]),
         "prompt_cache_key": st.sampled_from(["pck-1", "pck-2"]),
+        "text": st.sampled_from([{"format": {"type": "json_object"}}, {"format": {
+            "type": "json_schema", "name": "o", "schema": SCHEMA}}, {"verbosity": "low"}]),
+        "user": st.sampled_from(["u-1", "u-2"]),
     },
 }  # fmt: skip
+REFUSED: dict[str, tuple[str, Any]] = {
+    "chat": ("kv_transfer_params", KV_TRANSFER),
+    "anthropic": ("output_config", {"format": {"type": "json_object"}}),
+    "responses": ("top_logprobs", 2),
+}
+"""Per API a field and value refused on every call (400), whatever the session remembers;
+drawn into one body in eight or so (most bodies must be answered for a session to grow)."""
 ARRAY = {"chat": "messages", "anthropic": "messages", "responses": "input"}
 PATH = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 ITEMS = {"chat": chat_messages, "anthropic": anthropic_messages, "responses": responses_items}
@@ -120,6 +146,28 @@ def answer(http: httpx.Client, path: str, body: bytes, stub: StubUpstream,
     return reply.status_code, error, upstream
 
 
+class Upstream(StubUpstream):
+    """The stub, also answering llama.cpp's own ``/completion`` (where calls with stop
+    strings or log probabilities go): its requests are compared too."""
+
+    def app(self) -> Starlette:
+        app = super().app()
+        app.add_route("/completion", self._native, methods=["POST"])
+        return app
+
+    async def _native(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        self.requests.append(body)
+        last = {"content": "", "stop": True, "stop_type": "eos", "tokens_predicted": 3}
+        if not body.get("stream"):
+            return JSONResponse(last | {"content": "".join(self.pieces)})
+        events = [*({"content": p, "stop": False} for p in self.pieces), last]
+        return StreamingResponse(
+            (b"data: " + orjson.dumps(e) + b"\n\n" for e in events),
+            media_type="text/event-stream",
+        )
+
+
 def fresh_headers() -> dict[str, str]:
     return {"authorization": f"Bearer fresh-{next(keys)}"}
 
@@ -131,7 +179,7 @@ Apps = tuple[StubUpstream, httpx.Client, httpx.Client]
 def apps(qwen3_dir: Path) -> Iterator[Apps]:
     """(the upstream, the app that keeps sessions, the app that answers each call fresh):
     each test's sessions have keys of their own."""
-    stub = StubUpstream()
+    stub = Upstream()
     with stub.serve() as upstream, proxy(upstream, qwen3_dir) as session, \
             proxy(upstream, qwen3_dir) as fresh:  # fmt: skip
         yield stub, session, fresh
@@ -177,9 +225,14 @@ def test_a_duplicated_array_reads_as_orjson_reads_it(apps: Apps, api: str) -> No
 
 
 @st.composite
-def bodies(draw: st.DrawFn, api: str, history: list[Any]) -> Pairs:
-    """A body around ``history``: some of the API's fields, in any order, maybe a key twice."""
-    fields = draw(st.fixed_dictionaries({}, optional=FIELDS[api]))
+def bodies(draw: st.DrawFn, api: str, history: list[Any], fields: dict[str, Any]) -> Pairs:
+    """A body around ``history``: ``fields`` (the previous call's, as an agent resends them)
+    with one maybe changed, in any order, maybe a key twice."""
+    if draw(st.booleans()):
+        name = draw(st.sampled_from(sorted(FIELDS[api])))
+        fields = {**fields, name: draw(FIELDS[api][name])}
+    if draw(st.integers(0, 7)) == 7:
+        fields.update([REFUSED[api]])
     pairs = [*dict([*BASE[api], *fields.items()]).items(), (ARRAY[api], history)]
     pairs = draw(st.permutations(pairs))
     if draw(st.booleans()):
@@ -202,13 +255,20 @@ def test_every_field_is_read_afresh(apps: Apps, api: str) -> None:
         if named:
             headers["x-session-id"] = f"s-{n}"
         history: list[Any] = []
+        fields = data.draw(st.fixed_dictionaries({}, optional=FIELDS[api]))
         for _ in range(data.draw(st.integers(2, 6))):
             new = data.draw(st.lists(ITEMS[api], min_size=1, max_size=2))
             history = [*history, *new] if history and data.draw(st.booleans()) else new
-            body = encode(data.draw(bodies(api, history)))
+            if data.draw(st.booleans()):
+                fields = data.draw(st.fixed_dictionaries({}, optional=FIELDS[api]))
+            pairs = data.draw(bodies(api, history, fields))
+            body = encode(pairs)
             remembered = answer(session, PATH[api], body, stub, headers)
             statuses[remembered[0]] += 1
             assert remembered == answer(fresh, PATH[api], body, stub, fresh_headers())
+            name, value = REFUSED[api]
+            if dict(pairs).get(name) == value:
+                assert remembered[0] == 400, remembered
 
     run()
     assert statuses[200] and statuses[400], statuses  # both kinds of body were sent
