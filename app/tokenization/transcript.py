@@ -25,7 +25,7 @@ from app.tokenization.diff import common_prefix
 from app.tokenization.engines import EngineParts, EngineRun, runs_of
 from app.tokenization.gpu_route import GpuColdStarts, gpu_cold_starts
 from app.tokenization.growable import Growable
-from app.tokenization.native_route import CpuEncoder, native_encoder
+from app.tokenization.native_route import CpuEncoder, native_or_why
 from app.tokenization.reference import CopiedIds, IdArray, ReferenceEncoder
 from app.tokenization.repair import Plan, Repairer, Reuse
 from app.tokenization.state import SessionState
@@ -102,12 +102,15 @@ class TranscriptEncoder:
         appender: BpeAppender | None = None,
         gpu: GpuColdStarts | None = None,
         native: NativeIds | None = None,
+        native_off: str | None = None,
     ) -> None:
         """``native``: the exact native encoder of a proven family (``native_encoder``), used
-        for every text encoded whole or in chunks, the reference where it declines."""
+        for every text encoded whole or in chunks, the reference where it declines;
+        ``native_off``: why there is none, for ``explain``."""
         self.reference = reference
         self.gpu = gpu
         self.spec = spec
+        self._native_off = native_off
         self._appender = appender  # appends without pre-split (SentencePiece BPE)
         # Proven families get both: long texts encoded in parallel chunks, and repair.
         self._chunked = (
@@ -148,7 +151,7 @@ class TranscriptEncoder:
         if "gpu" not in options:
             options["gpu"] = gpu_cold_starts(reference.tokenizer, gpu_cold_start)
         if "native" not in options and spec.proven:
-            options["native"] = native_encoder(reference, cpu_encoder)
+            options["native"], options["native_off"] = native_or_why(reference, cpu_encoder)
         return cls(reference, spec, **options)
 
     def disable_repair(self, reason: str) -> None:
@@ -175,6 +178,7 @@ class TranscriptEncoder:
                 counts.get("first_window", 0) / searches if searches else None
             ),
             "parallel_chunks": self._chunked.stats() if self._chunked else None,
+            "native_off": self._native_off,
             "engines": engines,
         }
 

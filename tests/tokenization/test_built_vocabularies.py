@@ -154,6 +154,9 @@ def test_glm_is_encoded_natively(built: Callable[[str], Path]) -> None:
 
 def test_kimi_is_not_encoded_natively(built: Callable[[str], Path]) -> None:
     """Its ``\\p{Han}`` runs need a class the native scanners do not have: the reference
-    encodes (repair still applies)."""
+    encodes (repair still applies), and ``explain`` says why."""
     with pytest.raises(UnsupportedTokenizer):
         NativeEncoder(ReferenceEncoder(Tokenizer.from_file(str(built("kimi")))))
+    info = SessionTokenizer.from_file(built("kimi")).explain()
+    assert info["proven"] and "'kimi' is not covered" in info["native_off"]
+    assert SessionTokenizer.from_file(built("glm")).explain()["native_off"] is None
