@@ -9,8 +9,8 @@ pre-tokenizers; each is tokenized by the upstream's ``/tokenize`` and compared w
 An upstream that does not answer at all (no connection, a timeout, a 5xx such as llama.cpp's
 503 while it loads the model) has told us nothing: ``learn`` raises ``UpstreamNotReadyError``
 and the caller tries again (``app.upstream.readiness``, which also runs the check again after
-the upstream's connection broke and at an interval: a restarted server may be another model).  One that answers without a usable
-``/tokenize`` gets ids unverified, as before.
+the upstream's connection broke and at an interval: a restarted server may be another model).
+One that answers without a usable ``/tokenize`` gets ids unverified, as before.
 
 The check renders and tokenizes, so it is the service's work; what it learns
 (``app.upstream.learned``) belongs to the upstream.
