@@ -21,6 +21,7 @@ from app.config import Settings
 from app.generation import Sampling
 from app.main import create_app
 from app.protocol.chat_stream import ChatAssembler
+from app.protocol.output.harmony import SPECIAL_TOKENS
 from app.service.format_tokens import FormatTokens, format_tokens
 from app.service.text_answer import StreamedText, whole_text
 from app.tools import assets as app_assets
@@ -196,10 +197,10 @@ def gpt_oss(assets_dir: Path) -> Tokenizer:
 
 def test_harmony_asks_for_its_markers_and_stops_at_call_and_return(gpt_oss: Tokenizer) -> None:
     needs = format_tokens("harmony", gpt_oss)
-    assert needs.special_tokens == HARMONY and needs.keeps_special_tokens
+    assert needs.special_tokens == SPECIAL_TOKENS and needs.keeps_special_tokens
     assert needs.stop_token_ids == STOPS
     assert [gpt_oss.id_to_token(t) for t in STOPS] == ["<|call|>", "<|return|>"]
-    assert needs.control_tokens == HARMONY  # all special tokens of o200k_harmony
+    assert needs.control_tokens == SPECIAL_TOKENS  # all special tokens of o200k_harmony
 
 
 def test_only_the_vocabulary_s_special_tokens_are_control_tokens(gpt_oss: Tokenizer) -> None:

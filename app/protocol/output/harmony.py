@@ -49,12 +49,13 @@ CONSTRAIN = "<|constrain|>"
 RETURN = "<|return|>"
 CALL = "<|call|>"
 
-SPECIAL_TOKENS = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL)
-"""The format's markers: special tokens of o200k_harmony, which the upstream must keep."""
+SPECIAL_TOKENS = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL, "<|endoftext|>")
+"""The format's markers and the end of text: special tokens of o200k_harmony, which the
+upstream must keep and the client never reads."""
 STOP_TOKENS = (CALL, RETURN)
 """Where a turn ends (the model's stop tokens besides ``<|endoftext|>``)."""
 
-_MARKERS = (*SPECIAL_TOKENS, "<|endoftext|>", "<|startoftext|>", "<|endofprompt|>")
+_MARKERS = (*SPECIAL_TOKENS, "<|startoftext|>", "<|endofprompt|>")
 _ENDS = (END, CALL, RETURN, "<|endoftext|>")
 """Markers that end a message."""
 _BEGINS = (START, CHANNEL)
