@@ -23,7 +23,8 @@ Choices, and why:
   out of the text it returns: the end of the output ends the last message as they would.
 - No marker ever reaches the client: headers are consumed, a stray marker in a body is
   dropped, and text that breaks the format (a header without ``<|message|>``) is content with
-  its markers taken out.
+  its markers taken out (one that the text on both sides of a marker spells once the marker
+  is gone goes at the boundary: ``marker_free``).
 - A call whose body is not a JSON object (cut off by the token limit, say) is content: its
   body as text, never dropped. Inside the JSON's strings a marker is text (code that mentions
   ``<|end|>``), so only one outside a string ends the call.
