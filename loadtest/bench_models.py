@@ -80,7 +80,10 @@ MODELS: dict[str, Model] = {
     "mistral-small-3.2": Model(
         "Mistral-Small-3.2-24B-Instruct-2506", "tekken", Shape(nine_char_ids=True), True
     ),
-    "devstral": Model("unsloth-mistral-Devstral-Small-2507", "tekken", stand_in=True),
+    "devstral": Model(
+        "unsloth-mistral-Devstral-Small-2507", "tekken", Shape(string_content=True), True
+    ),
+    "kimi-k2-instruct": Model("Kimi-K2-Instruct", "gpt_oss", stand_in=True),
     "llama-3.1": Model("meta-llama-Llama-3.1-8B-Instruct", "llama3_1", Shape(single_calls=True)),
     "gemma-4": Model("google-gemma-4-31B-it", "gemma3", stand_in=True),
     "seed-oss": Model("ByteDance-Seed-OSS", "llama3_1", stand_in=True),

@@ -36,6 +36,9 @@ class Shape:
     """No prose beside tool calls (gpt-oss: not both reasoning and content)."""
     nine_char_ids: bool = False
     """Call ids of nine letters and digits (Mistral)."""
+    string_content: bool = False
+    """A tool-call turn without prose has ``""`` as its content, never ``None`` (Devstral's
+    template indexes a content that is not a string)."""
 
 
 def tool_definitions() -> list[dict[str, Any]]:
@@ -123,6 +126,8 @@ def _requests(
     if shape.nine_char_ids:
         prefix, alphabet, id_len = "", _BASE62, 9
     empty = ids.choice(("", None))
+    if shape.string_content:
+        empty = ""
     tools = tool_definitions()
     user = session_id(seed)
     calls = 0

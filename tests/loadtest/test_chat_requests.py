@@ -175,7 +175,13 @@ def test_valid_shapes(seed: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "shape", [Shape(single_calls=True), Shape(calls_alone=True), Shape(nine_char_ids=True)]
+    "shape",
+    [
+        Shape(single_calls=True),
+        Shape(calls_alone=True),
+        Shape(nine_char_ids=True),
+        Shape(string_content=True),
+    ],
 )
 def test_shapes_fit_a_template_and_keep_the_content(shape: Shape) -> None:
     """A shape changes only how the tool-call turns are laid out (the same text and calls,
@@ -195,6 +201,8 @@ def test_shapes_fit_a_template_and_keep_the_content(shape: Shape) -> None:
         assert all(len(m["tool_calls"]) == 1 for m in turns)
     if shape.nine_char_ids:
         assert all(re.fullmatch("[A-Za-z0-9]{9}", c["id"]) for c in calls)
+    if shape.string_content:
+        assert all(isinstance(m["content"], str) for m in turns)
     if shape.calls_alone:  # less text appended: later turns are drawn to other sizes
         assert all(not m["content"] for m in turns)
         return
