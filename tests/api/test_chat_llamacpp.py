@@ -52,7 +52,10 @@ class Proxy:
 @pytest.fixture(scope="module")
 def proxy(llama_server: LocalLlamaServer, smollm2_dir: Path) -> Iterator[Proxy]:
     transport = RecordingTransport()
-    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model=MODEL)
+    # no periodic alignment re-check (tests/upstream/test_realignment.py): its /tokenize
+    # calls would land among the recorded requests of a module that runs past 300 s
+    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model=MODEL,
+                        alignment_recheck_s=0)
     with serving(create_app(settings, transport=transport)) as url:
         yield Proxy(url, transport, llama_server.url, smollm2_dir)
 
@@ -185,7 +188,7 @@ def test_first_calls_in_parallel_chunks_send_exact_ids(
         Settings()
     monkeypatch.setenv("TOKSPLICE_PARALLEL_CHUNK", "512")
     settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model=MODEL,
-                        shadow_rate=0.0)
+                        shadow_rate=0.0, alignment_recheck_s=0)
     assert settings.parallel_chunk == 512
     app = create_app(settings, transport=transport)
     with serving(app) as url:
