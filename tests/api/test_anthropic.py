@@ -181,7 +181,10 @@ class Llama:
 @pytest.fixture(scope="module")
 def llama(llama_server: LocalLlamaServer, smollm2_dir: Path) -> Iterator[Llama]:
     transport = RecordingTransport()
-    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model="smollm2")
+    # no periodic alignment re-check (tests/upstream/test_realignment.py): its /tokenize
+    # calls would land among the recorded requests of a module that runs past 300 s
+    settings = Settings(upstream=llama_server.url, tokenizer=smollm2_dir, model="smollm2",
+                        alignment_recheck_s=0)
     with serving(create_app(settings, transport=transport)) as url:
         yield Llama(url, transport, llama_server.url, smollm2_dir)
 
