@@ -1,14 +1,17 @@
 """Per-call session encode cost against the full reference encode, measured in one run.
 
     python loadtest/bench_tokenize.py [--tokenizer qwen3] [--sizes 100000,1000000,4000000]
-                                      [--baseline REV]
+                                      [--baseline REV] [--fresh-every 20 --fresh-chars 60000]
 
 For each transcript size a generated agent session (loadtest/agent_sessions/) is fed call by
 call to a SessionTokenizer until it reaches the size; then the next ``--calls`` calls are timed
 (diff + repair + id array, i.e. ``SessionTokenizer.encode``).  Two scenarios: plain appends, and
 Claude Code's per-call billing-line edit near the start of the transcript (plus Qwen's dropped
-think blocks).  The full reference encode of the same transcript is timed in the same run, so
-the printed ratios hold on a noisy, shared machine.  Every timed call's ids are checked against
+think blocks).  In both, every ``--fresh-every``-th call of the session appends a fresh stretch
+instead: a read of a new ``--fresh-chars``-character file (a large tool output, encoded from
+scratch); the p50 / p99 of those calls are printed apart too (``--fresh-every 0``: none).  The
+full reference encode of the same transcript is timed in the same run, so the printed ratios
+hold on a noisy, shared machine.  Every timed call's ids are checked against
 the reference on the last call of each size (and all calls with --verify).
 
 Each timed call is also attributed: its CPU time (all threads), the time its threads waited
@@ -34,13 +37,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-# A worker (--worker) imports the code under test from TOKSPLICE_BENCH_CODE (a checkout).
+# A worker (--worker) imports the code under test (app) from TOKSPLICE_BENCH_CODE (a checkout),
+# and this tree's session generator, so that both sides time the same calls.
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.environ.get("TOKSPLICE_BENCH_CODE", str(ROOT)))
 
 from app.sessions import SessionTokenizer  # noqa: E402
 from app.tools import assets  # noqa: E402
-from loadtest.agent_sessions import MARKUPS, session_calls  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from loadtest.agent_sessions import MARKUPS, fresh_call, session_calls  # noqa: E402
 from loadtest.processes import checkout  # noqa: E402
 
 try:
@@ -49,6 +55,7 @@ except ImportError:  # a baseline from before one key per session
 
     def store_key(session: str) -> tuple[str, str]:
         return session.split("/")[0], f"s:{session}"
+
 
 # The generator's append sizes are heavy-tailed (median ~0.6 x mean); a mean of 2300 chars
 # gives the ~1.4K-char median append measured on real agent traffic.
@@ -95,7 +102,15 @@ class _Collections:
 
 
 def timed_calls(
-    name: str, path: Path, size: int, calls: int, *, edits: bool, verify: bool
+    name: str,
+    path: Path,
+    size: int,
+    calls: int,
+    *,
+    edits: bool,
+    verify: bool,
+    fresh_every: int = 0,
+    fresh_chars: int = 60_000,
 ) -> Iterator[dict[str, Any]]:
     """Warms a session up to just below ``size``, then yields one timed call's figures per
     ``next`` (so two workers can alternate), then the row's summary."""
@@ -108,11 +123,15 @@ def timed_calls(
         append_chars=_MEAN_APPEND,
         billing_line=edits,
         drop_thinking=edits,
+        fresh_every=fresh_every,
+        fresh_chars=fresh_chars,
     )
+    index = -1  # of the call in the session
     # Warm up to just below the size, so that the timed calls straddle it.
     start_at = size - calls * _MEDIAN_APPEND // 2
     text = ""
     for text in stream:
+        index += 1
         tok.encode(text, session="bench/s")
         if len(text) >= start_at:
             break
@@ -122,6 +141,7 @@ def timed_calls(
     routes: dict[str, int] = {}
     for _ in range(calls):
         text = next(stream)
+        index += 1
         collections.take()
         waited, cpu = _waited_ms(), time.process_time()
         started = time.perf_counter()
@@ -135,6 +155,7 @@ def timed_calls(
         call = {
             "chars": len(text), "ms": wall, "cpu_ms": cpu, "wait_ms": waited, "gc_ms": gc_ms,
             "gc_generations": generations, "fresh_bytes": enc.encoded_bytes,
+            "fresh_stretch": fresh_call(index, fresh_every),
         }  # fmt: skip
         timed.append(call)
         yield call
@@ -151,12 +172,16 @@ def timed_calls(
     assert state is not None
     wall_ms = [call["ms"] for call in timed]
     cpu_ms = [call["cpu_ms"] for call in timed]
+    stretch_ms = [call["ms"] for call in timed if call["fresh_stretch"]]
     median = statistics.median(wall_ms)
     full_ms = statistics.median(full_runs)
     yield {
         "chars": statistics.median(call["chars"] for call in timed),
         "median_ms": median,
         "p99_ms": _percentile(wall_ms, 0.99),
+        "stretch_calls": len(stretch_ms),
+        "stretch_p50_ms": statistics.median(stretch_ms) if stretch_ms else float("nan"),
+        "stretch_p99_ms": _percentile(stretch_ms, 0.99) if stretch_ms else float("nan"),
         "cpu_p50_ms": statistics.median(cpu_ms),
         "cpu_p99_ms": _percentile(cpu_ms, 0.99),
         "full_ms": full_ms,
@@ -173,7 +198,14 @@ def timed_calls(
 def _worker(args: argparse.Namespace, path: Path) -> None:
     """--worker: one row's calls, one per line read from stdin, each answered on stdout."""
     calls = timed_calls(
-        args.tokenizer, path, args.sizes_list[0], args.calls, edits=args.edits, verify=args.verify
+        args.tokenizer,
+        path,
+        args.sizes_list[0],
+        args.calls,
+        edits=args.edits,
+        verify=args.verify,
+        fresh_every=args.fresh_every,
+        fresh_chars=args.fresh_chars,
     )
     for _ in range(args.calls):
         sys.stdin.readline()
@@ -187,7 +219,8 @@ def _paired_row(
     """Each tree's row, its calls made by worker processes in alternating order."""
     command = [
         sys.executable, __file__, "--worker", "--tokenizer", args.tokenizer,
-        "--sizes", str(size), "--calls", str(args.calls),
+        "--sizes", str(size), "--calls", str(args.calls), "--tokenizer-file", str(args.path),
+        "--fresh-every", str(args.fresh_every), "--fresh-chars", str(args.fresh_chars),
         *(["--edits"] if edits else []), *(["--verify"] if args.verify else []),
     ]  # fmt: skip
     workers = [
@@ -224,6 +257,7 @@ def _format(scenario: str, row: dict[str, Any]) -> str:
         f"| {scenario} | {row['chars']:,.0f} | {row['median_ms']:.2f} | {row['p99_ms']:.2f} "
         f"| {row['cpu_p50_ms']:.2f} / {row['cpu_p99_ms']:.2f} | {row['full_ms']:.0f} "
         f"| {row['speedup']:.0f}x | {row['first_window']:.4%} | {row['state_ratio']:.2f} "
+        f"| {row['stretch_calls']}: {row['stretch_p50_ms']:.2f} / {row['stretch_p99_ms']:.2f} "
         f"| {row['routes']} |"
     )
 
@@ -247,21 +281,32 @@ def main() -> None:
     parser.add_argument(
         "--baseline", metavar="REV", help="also time the code of git revision REV, call by call"
     )
+    parser.add_argument(
+        "--fresh-every",
+        type=int,
+        default=20,
+        help="every so many calls of the session append a fresh stretch (0: none)",
+    )
+    parser.add_argument(
+        "--fresh-chars", type=int, default=60_000, help="the fresh stretch's characters"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--edits", action="store_true", help=argparse.SUPPRESS)
+    # a worker of an older tree may lack the assets' model list: it is given the file
+    parser.add_argument("--tokenizer-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.sizes_list = [int(s) for s in args.sizes.split(",")]
-    path = (assets.fetch() | assets.models())[args.tokenizer]
     if args.worker:
-        _worker(args, path)
+        _worker(args, args.tokenizer_file)
         return
+    path = args.path = (assets.fetch() | assets.models())[args.tokenizer]
     print(f"tokenizer: {args.tokenizer} ({path}); load average {os.getloadavg()}")
     print(
         "| scenario | transcript chars (median) | median ms/call | p99 ms | CPU p50 / p99 ms "
         "| full encode ms | speedup | first-window acceptance | state / (text+4B/token) "
-        "| routes |"
+        f"| fresh {args.fresh_chars:,}-char stretches: calls, p50 / p99 ms | routes |"
     )
-    print("|" + "---|" * 10)
+    print("|" + "---|" * 11)
     medians: dict[str, list[float]] = {}
     diverged = 0
     with contextlib.ExitStack() as stack:
@@ -273,7 +318,14 @@ def main() -> None:
                     rows = _paired_row(args, trees, size, edits)
                 else:
                     *_, last = timed_calls(
-                        args.tokenizer, path, size, args.calls, edits=edits, verify=args.verify
+                        args.tokenizer,
+                        path,
+                        size,
+                        args.calls,
+                        edits=edits,
+                        verify=args.verify,
+                        fresh_every=args.fresh_every,
+                        fresh_chars=args.fresh_chars,
                     )
                     rows = [last]
                 diverged += sum(int(row["divergent"]) for row in rows)

@@ -1,6 +1,7 @@
 """Replay agent sessions through the proxy and straight to the upstream; TTFT and proxy cost.
 
     python loadtest/replay.py [--sizes 100000,1000000] [--concurrency 1,4] [--calls 30]
+                              [--fresh-every 20 --fresh-chars 60000]
 
 Starts the stand-in upstream (``standin_upstream.py``: answers at once, and for the direct path
 renders and tokenizes the whole chat request as a server does) and ``toksplice serve`` in front
@@ -8,12 +9,15 @@ of it, each in its own process, with the Qwen3 tokenizer and chat template.  For
 ``N`` agent sessions (``loadtest/agent_sessions.chat_requests``, streamed, with tools, tool
 calls and reasoning) run side by side: each is brought to the size with one cold call through
 the proxy, then ``--calls`` continuation calls are timed through the proxy, and
-``--direct-calls`` of the same requests straight to the upstream.  Printed per size and
-concurrency, all from one run:
+``--direct-calls`` of the same requests straight to the upstream.  Every ``--fresh-every``-th
+call of a session brings a fresh stretch instead of the usual small append: a read of a new
+``--fresh-chars``-character file (a large tool output; ``--fresh-every 0``: none).  Printed
+per size and concurrency, all from one run:
 
 * TTFT (client send -> first content chunk) direct and through the proxy, p50 / p99;
 * proxy-added latency: request in -> upstream request out, as the proxy measures it
-  (``Server-Timing: proxy``: body read, JSON parse, render, tokenize, id JSON, request build);
+  (``Server-Timing: proxy``: body read, JSON parse, render, tokenize, id JSON, request build),
+  p50 / p99 over all calls and over the fresh-stretch calls alone;
 * render and tokenize medians, and the tokenization routes taken;
 * the three slowest calls through the proxy, each split into its Server-Timing parts.
 
@@ -56,6 +60,7 @@ from loadtest.agent_sessions import (  # noqa: E402
     anthropic_body,
     chat_requests,
     content_chars,
+    fresh_call,
     session_id,
 )
 from loadtest.processes import (  # noqa: E402
@@ -80,29 +85,44 @@ class Samples:
     """Server-Timing parts: read, parse, render, tokenize, proxy (ms); ``rest`` is the
     proxy-added time outside the four stages."""
     routes: Counter[str] = field(default_factory=Counter)
+    stretch: list[bool] = field(default_factory=list)
+    """Per call with parts: whether it brought a fresh stretch."""
 
 
 def _timed_bodies(
-    seed: int, size: int, calls: int, typed_specials: bool, api: str, shape: Shape | None = None
-) -> tuple[list[bytes], list[bytes]]:
+    seed: int,
+    size: int,
+    calls: int,
+    typed_specials: bool,
+    api: str,
+    shape: Shape | None = None,
+    fresh: tuple[int, int] = (0, 0),
+) -> tuple[list[bytes], list[bytes], list[bool]]:
     """The session's call just before it reaches ``size`` (the cold warm-up), then ``calls``
     continuation calls, serialised ahead of time.  Without ``typed_specials`` the special-token
     lookalikes the generator puts in tool outputs (``<|im_end|>`` in a source file) are
     defused, so the sessions take the plain repair path.  ``shape``: what the model's template
-    accepts of tool-call turns (``chat_requests``).  Returns (bodies for the proxy in
-    ``api``'s shape, the same requests as chat bodies for the direct path)."""
+    accepts of tool-call turns (``chat_requests``).  ``fresh``: (every, chars) of the fresh
+    stretches.  Returns (bodies for the proxy in ``api``'s shape, the same requests as chat
+    bodies for the direct path, whether each timed call brings a fresh stretch)."""
     bodies = []
+    stretch = []
     anthropic = api == "anthropic"
-    for body in chat_requests(
-        seed,
-        target_chars=size * 2,
-        model=MODEL,
-        stream=True,
-        billing_line=anthropic,
-        shape=shape or Shape(),
+    for index, body in enumerate(
+        chat_requests(
+            seed,
+            target_chars=size * 2,
+            model=MODEL,
+            stream=True,
+            billing_line=anthropic,
+            shape=shape or Shape(),
+            fresh_every=fresh[0],
+            fresh_chars=fresh[1],
+        )
     ):
         if bodies or content_chars(body["messages"]) >= size:
             bodies.append(body)
+            stretch.append(fresh_call(index, fresh[0]))
             if len(bodies) == calls + 1:
                 break
         else:
@@ -110,9 +130,11 @@ def _timed_bodies(
     out = [warm, *bodies[:calls]]
     direct = [orjson.dumps(b | {"stream_options": {"include_usage": True}}) for b in out]
     proxied = [orjson.dumps(anthropic_body(b)) for b in out] if anthropic else direct
+    stretch = stretch[:calls]
     if typed_specials:
-        return proxied, direct
-    return [r.replace(b"<|", b"< |") for r in proxied], [r.replace(b"<|", b"< |") for r in direct]
+        return proxied, direct, stretch
+    defused = [r.replace(b"<|", b"< |") for r in proxied]
+    return defused, [r.replace(b"<|", b"< |") for r in direct], stretch
 
 
 async def _call(
@@ -121,6 +143,7 @@ async def _call(
     body: bytes,
     headers: dict[str, str],
     samples: Samples | None,
+    stretch: bool = False,
 ) -> None:
     started = time.perf_counter()
     async with client.stream("POST", url, content=body, headers=headers) as reply:
@@ -140,13 +163,14 @@ async def _call(
         samples.parts.setdefault(name, []).append(value)
     if timing:
         samples.routes[reply.headers.get("x-toksplice-route", "?")] += 1
+        samples.stretch.append(stretch)
 
 
 async def _session(
     proxies: list[str],
     upstream: str,
     seed: int,
-    bodies: tuple[list[bytes], list[bytes]],
+    bodies: tuple[list[bytes], list[bytes], list[bool]],
     direct: int,
     through: list[Samples],
     straight: Samples,
@@ -155,7 +179,7 @@ async def _session(
     """One session: the warm-up call, the timed calls through each proxy (in turn, the first
     one first every other call), then some of the same requests straight to the upstream
     (as chat bodies: the upstream renders them)."""
-    proxied, chat = bodies
+    proxied, chat, stretch = bodies
     headers = {
         "content-type": "application/json",
         "x-session-id": session_id(seed),
@@ -167,7 +191,7 @@ async def _session(
             await _call(client, url, proxied[0], headers, None)
         for k, body in enumerate(proxied[1:]):
             for j in range(len(urls))[:: -1 if k % 2 else 1]:
-                await _call(client, urls[j], body, headers, through[j])
+                await _call(client, urls[j], body, headers, through[j], stretch[k])
         for body in chat[1 : 1 + direct]:
             await _call(client, upstream + _PATHS["chat"], body, headers, straight)
 
@@ -184,6 +208,7 @@ def run(
     direct: int,
     api: str,
     baseline: str | None = None,
+    fresh: tuple[int, int] = (0, 0),
 ) -> list[dict[str, Any]]:
     folder = assets.fetch()["qwen3"].parent
     up_port, proxy_port, base_port = free_port(), free_port(), free_port()
@@ -205,12 +230,12 @@ def run(
             stack.enter_context(process(args, proxies[1] + "/health", root=tree, cores=mine))
         for typed, size, n in itertools.product((False, True), sizes, concurrency):
             seeds = [size // 1000 + 7919 * n + 104729 * typed + k for k in range(n)]
-            sessions = [_timed_bodies(seed, size, calls, typed, api) for seed in seeds]
+            sessions = [_timed_bodies(seed, size, calls, typed, api, fresh=fresh) for seed in seeds]
             through, straight = [Samples() for _ in proxies], Samples()
 
             async def main(
                 seeds: list[int] = seeds,
-                sessions: list[tuple[list[bytes], list[bytes]]] = sessions,
+                sessions: list[tuple[list[bytes], list[bytes], list[bool]]] = sessions,
                 through: list[Samples] = through,
                 straight: Samples = straight,
             ) -> None:
@@ -262,6 +287,7 @@ def _paired(baseline: str, ours: Samples, theirs: Samples) -> dict[str, Any]:
         "baseline_proxy_added_p50": _p(base, 0.5),
         "baseline_proxy_added_p99": _p(base, 0.99),
         "baseline_ttft_proxy_p99": _p(theirs.ttft, 0.99),
+        **_stretch("baseline_", theirs),
         **{
             f"baseline_{name}_p50": statistics.median(values)
             for name, values in theirs.parts.items()
@@ -285,6 +311,7 @@ def _row(size: int, n: int, typed: bool, through: Samples, straight: Samples) ->
         "ttft_proxy_p99": _p(through.ttft, 0.99),
         "proxy_added_p50": _p(through.parts["proxy"], 0.5),
         "proxy_added_p99": _p(through.parts["proxy"], 0.99),
+        **_stretch("", through),
         **{
             f"{name}_p50": statistics.median(values)
             for name, values in through.parts.items()
@@ -292,6 +319,16 @@ def _row(size: int, n: int, typed: bool, through: Samples, straight: Samples) ->
         },
         "routes": dict(through.routes),
         "slowest": _slowest(through),
+    }
+
+
+def _stretch(prefix: str, samples: Samples) -> dict[str, Any]:
+    """The fresh-stretch calls' count and proxy-added p50 / p99."""
+    added = list(itertools.compress(samples.parts.get("proxy", []), samples.stretch))
+    return {
+        f"{prefix}stretch_calls": len(added),
+        f"{prefix}stretch_added_p50": _p(added, 0.5),
+        f"{prefix}stretch_added_p99": _p(added, 0.99),
     }
 
 
@@ -312,6 +349,8 @@ def _format(row: dict[str, Any]) -> str:
         f"direct p50 {row['ttft_direct_p50']:8.1f} p99 {row['ttft_direct_p99']:8.1f} ms | "
         f"via proxy p50 {row['ttft_proxy_p50']:6.1f} p99 {row['ttft_proxy_p99']:6.1f} ms | "
         f"proxy-added p50 {row['proxy_added_p50']:5.2f} p99 {row['proxy_added_p99']:6.2f} ms"
+        f" ({row['stretch_calls']} fresh-stretch calls: p50 {row['stretch_added_p50']:.2f}"
+        f" p99 {row['stretch_added_p99']:.2f} ms)"
         f" (read {row['read_p50']:.2f}, parse {row['parse_p50']:.2f}, render "
         f"{row['render_p50']:.2f}, tokenize {row['tokenize_p50']:.2f}) | "
         f"routes {row['routes']}\n    slowest: "
@@ -322,7 +361,9 @@ def _format(row: dict[str, Any]) -> str:
         )
         + (
             f"\n    vs {row['baseline']}: proxy-added p50 {row['baseline_proxy_added_p50']:.2f}"
-            f" p99 {row['baseline_proxy_added_p99']:.2f} ms (TTFT via proxy p99"
+            f" p99 {row['baseline_proxy_added_p99']:.2f} ms (fresh-stretch calls: p50"
+            f" {row['baseline_stretch_added_p50']:.2f} p99 {row['baseline_stretch_added_p99']:.2f}"
+            f" ms; TTFT via proxy p99"
             f" {row['baseline_ttft_proxy_p99']:.1f} ms), ratio {row['ratio_p50']:.2f}"
             f" (per-call median {row['ratio_per_call']:.2f})\n    per part, p50 ratio"
             f" (per-call median): "
@@ -340,8 +381,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     """The rows as the README's table."""
     lines = [
         "| content | chars | N | calls | TTFT direct p50 / p99 ms | TTFT via proxy p50 / p99 ms "
-        "| proxy-added p50 / p99 ms | read / parse / render / tokenize p50 ms | routes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| proxy-added p50 / p99 ms | fresh-stretch calls: proxy-added p50 / p99 ms "
+        "| read / parse / render / tokenize p50 ms | routes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -349,6 +391,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['ttft_direct_p50']:.0f} / {r['ttft_direct_p99']:.0f} "
             f"| {r['ttft_proxy_p50']:.1f} / {r['ttft_proxy_p99']:.1f} "
             f"| **{r['proxy_added_p50']:.2f}** / {r['proxy_added_p99']:.1f} "
+            f"| {r['stretch_calls']}: {r['stretch_added_p50']:.1f} / {r['stretch_added_p99']:.1f} "
             f"| {r['read_p50']:.2f} / {r['parse_p50']:.2f} / {r['render_p50']:.2f} / "
             f"{r['tokenize_p50']:.2f} | {r['routes']} |"
         )
@@ -377,6 +420,15 @@ def main() -> None:
         metavar="REV",
         help="also run the proxy of git revision REV, every call sent to both (A/B in one run)",
     )
+    parser.add_argument(
+        "--fresh-every",
+        type=int,
+        default=20,
+        help="every so many calls of a session bring a fresh stretch (0: none)",
+    )
+    parser.add_argument(
+        "--fresh-chars", type=int, default=60_000, help="the fresh stretch's characters"
+    )
     args = parser.parse_args()
     rows = run(
         [int(s) for s in args.sizes.split(",")],
@@ -385,6 +437,7 @@ def main() -> None:
         args.direct_calls,
         args.api,
         args.baseline,
+        (args.fresh_every, args.fresh_chars),
     )
     print(markdown(rows))
     out = ROOT / "loadtest" / "results" / f"replay-{args.api}.json"

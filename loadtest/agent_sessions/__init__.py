@@ -60,6 +60,7 @@ from .anthropic import anthropic_body
 from .chat import Shape, chat_requests, content_chars, session_id, tool_definitions
 from .markup import MARKUPS, Markup
 from .session import corpus, session_calls
+from .turns import fresh_call
 
 __all__ = [
     "MARKUPS",
@@ -69,6 +70,7 @@ __all__ = [
     "chat_requests",
     "content_chars",
     "corpus",
+    "fresh_call",
     "session_calls",
     "session_id",
     "tool_definitions",

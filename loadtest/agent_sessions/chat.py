@@ -76,6 +76,8 @@ def chat_requests(
     stream: bool = False,
     reasoning: bool = True,
     shape: Shape = Shape(),
+    fresh_every: int = 0,
+    fresh_chars: int = 60_000,
 ) -> Iterator[dict[str, Any]]:
     """Yield the request body of each successive model call of one agent session.
 
@@ -90,22 +92,32 @@ def chat_requests(
     turns to what a model's template accepts (the same turns are drawn, except that prose
     dropped by ``calls_alone`` changes the sizes the later turns are drawn to).  Stops after
     yielding the first call whose ``content_chars(messages)`` is at least ``target_chars``, or
-    after ``max_calls`` calls.  Bodies also carry ``tools`` (``tool_definitions()``), ``model``,
-    ``stream``, ``max_tokens=16`` and ``user=session_id(seed)``.
+    after ``max_calls`` calls.  ``fresh_every``: every so many calls bring a read of a new
+    ``fresh_chars``-character file instead (``SessionPlan``).  Bodies also carry ``tools``
+    (``tool_definitions()``), ``model``, ``stream``, ``max_tokens=16`` and
+    ``user=session_id(seed)``.
 
     Each body has its own ``messages`` list, but the message dicts (and ``tools``) are
     shared between the bodies of one session: consumers must not mutate them.
     """
     check_args(target_chars, append_chars, max_calls)
+    plan = SessionPlan(
+        seed,
+        append_chars,
+        tool_reasoning=reasoning,
+        answer_reasoning=reasoning,
+        fresh_every=fresh_every,
+        fresh_chars=fresh_chars,
+    )
     return _requests(
-        seed, target_chars, append_chars, billing_line, max_calls, model, stream, reasoning, shape
+        plan, seed, target_chars, billing_line, max_calls, model, stream, reasoning, shape
     )
 
 
 def _requests(
+    plan: SessionPlan,
     seed: int,
     target_chars: int,
-    append_chars: int,
     billing_line: bool,
     max_calls: int | None,
     model: str,
@@ -113,7 +125,6 @@ def _requests(
     reasoning: bool,
     shape: Shape,
 ) -> Iterator[dict[str, Any]]:
-    plan = SessionPlan(seed, append_chars, tool_reasoning=reasoning, answer_reasoning=reasoning)
     system = plan.content.agent_instructions()
     messages: list[Message] = [
         _system(plan, system, billing_line),

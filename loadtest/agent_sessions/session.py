@@ -20,6 +20,8 @@ def session_calls(
     billing_line: bool = False,
     drop_thinking: bool = False,
     max_calls: int | None = None,
+    fresh_every: int = 0,
+    fresh_chars: int = 60_000,
 ) -> Iterator[str]:
     """Yield the full transcript text of each successive model call of one agent session.
 
@@ -28,25 +30,30 @@ def session_calls(
     prompt -- except that with ``billing_line`` the ``cch`` value in the first system block
     changes every call, and with ``drop_thinking`` the think blocks of assistant turns before
     the latest user message are removed.  Stops after yielding the first call whose text has
-    at least ``target_chars`` characters, or after ``max_calls`` calls.
+    at least ``target_chars`` characters, or after ``max_calls`` calls.  ``fresh_every``:
+    every so many calls append a read of a new ``fresh_chars``-character file instead
+    (``SessionPlan``).
     """
     check_args(target_chars, append_chars, max_calls)
-    return _session(
-        seed, markup, target_chars, append_chars, billing_line, drop_thinking, max_calls
+    plan = SessionPlan(
+        seed,
+        append_chars,
+        tool_reasoning=drop_thinking,
+        fresh_every=fresh_every,
+        fresh_chars=fresh_chars,
     )
+    return _session(plan, markup, target_chars, billing_line, drop_thinking, max_calls)
 
 
 def _session(
-    seed: int,
+    plan: SessionPlan,
     m: Markup,
     target_chars: int,
-    append_chars: int,
     billing_line: bool,
     drop_thinking: bool,
     max_calls: int | None,
 ) -> Iterator[str]:
     _warm_allocator(4 * (target_chars + (1 << 18)))
-    plan = SessionPlan(seed, append_chars, tool_reasoning=drop_thinking)
     head = m.bos + m.start("system")
     # frozen: everything after the billing line that can no longer change (one cached str).
     # live: recent parts; with drop_thinking, the assistant turns since the latest user

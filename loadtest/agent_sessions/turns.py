@@ -37,6 +37,12 @@ def check_args(target_chars: int, append_chars: int, max_calls: int | None) -> N
         raise ValueError("max_calls must be >= 1")
 
 
+def fresh_call(index: int, every: int) -> bool:
+    """Whether call ``index`` (0 for a session's first call) of a session drawn with
+    ``fresh_every=every`` ends with the fresh stretch (a large file read)."""
+    return every > 0 and index > 0 and index % every == 0
+
+
 def _draw_append(r: Random, mean: float) -> float:
     """Heavy-tailed append size: lognormal body plus ~2.5% of 7-21x spikes (mean ~= mean)."""
     if r.random() < 0.025:
@@ -56,6 +62,9 @@ class SessionPlan:
     ``first_user()``, then before each later call ``next_billing()`` (only with a billing
     line) and ``next_turn(appended)``.  ``appended`` is the consumer's measure of what its
     turns have added so far; turn sizes are nudged so it averages ``append_chars`` a turn.
+    With ``fresh_every``, every ``fresh_every``-th turn instead reads a file of
+    ``fresh_chars`` characters (``fresh_call`` tells which calls end with one); the other
+    turns keep their sizes (the nudge leaves those reads out).
     """
 
     def __init__(
@@ -65,6 +74,8 @@ class SessionPlan:
         *,
         tool_reasoning: bool,
         answer_reasoning: bool = False,
+        fresh_every: int = 0,
+        fresh_chars: int = 60_000,
     ) -> None:
         r = self.r = Random(seed)
         c = self.content = Content(r)
@@ -75,6 +86,10 @@ class SessionPlan:
         self._answer_reasoning = answer_reasoning
         self._turns = 0
         self._loop_left = 0
+        self._fresh_every = fresh_every
+        self._fresh_chars = fresh_chars
+        self._calls = 0
+        self._fresh_added = 0
 
     def billing(self) -> str:
         """Claude Code's billing line, which starts its first system block."""
@@ -95,8 +110,11 @@ class SessionPlan:
 
     def next_turn(self, appended: int) -> ToolTurn | AnswerTurn:
         r, c, mean = self.r, self.content, self._append
+        self._calls += 1
+        if fresh_call(self._calls, self._fresh_every):
+            return self._fresh_read()
         # Nudge the running mean towards append_chars (slowly, so the spread stays intact).
-        deficit = mean * self._turns - appended
+        deficit = mean * self._turns - (appended - self._fresh_added)
         self._turns += 1
         factor = min(2.0, max(0.5, 1.0 + deficit / (mean * 200.0)))
         budget = int(_draw_append(r, mean) * factor)
@@ -118,3 +136,13 @@ class SessionPlan:
         user = c.user_message(max(0, budget - len(reasoning) - len(answer)))
         self._loop_left = _loop_length(r)
         return AnswerTurn(reasoning, answer, user)
+
+    def _fresh_read(self) -> ToolTurn:
+        """A Read of a whole file the session has not seen: ``fresh_chars`` of new text."""
+        c = self.content
+        rel, lang = c.path()
+        result = c.read_output(rel, lang, self._fresh_chars)[: self._fresh_chars]
+        self._fresh_added += len(result)
+        return ToolTurn(
+            "", c.pre_tool_prose(), (("Read", {"file_path": c.abspath(rel)}),), (result,)
+        )

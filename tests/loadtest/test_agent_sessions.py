@@ -19,7 +19,14 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from loadtest.agent_sessions import MARKUPS, Markup, corpus, session_calls  # noqa: E402
+from loadtest.agent_sessions import (  # noqa: E402
+    MARKUPS,
+    Markup,
+    chat_requests,
+    corpus,
+    fresh_call,
+    session_calls,
+)
 
 _THINK = re.compile(r"<think>\n.*?\n</think>\n\n", re.DOTALL)
 _BILLING = re.compile(
@@ -217,6 +224,33 @@ def test_append_sizes_heavy_tailed(append_chars: int) -> None:
     assert min(apps) < 0.25 * append_chars  # some tiny appends
     assert max(apps) > 7 * append_chars  # some huge tool outputs
     assert sum(a > 10_000 for a in apps) >= 3 if append_chars == 1400 else True
+
+
+def test_fresh_stretches_every_so_many_calls_leave_the_other_appends_alone() -> None:
+    lens = [
+        len(t)
+        for t in session_calls(
+            5, MARKUPS["qwen3"], target_chars=2_000_000, fresh_every=5, fresh_chars=20_000
+        )
+    ]
+    apps = list(enumerate((b - a for a, b in pairwise(lens)), start=1))
+    fresh = [size for k, size in apps if fresh_call(k, 5)]
+    usual = [size for k, size in apps if not fresh_call(k, 5)]
+    assert len(fresh) >= 10 and all(20_000 <= size < 21_000 for size in fresh)
+    # the nudge towards the mean append leaves the reads out (with them: ~0.65 x the mean)
+    assert 0.8 * 1400 < statistics.mean(usual) < 1.3 * 1400
+    assert [k for k, _ in apps if fresh_call(k, 5)][:2] == [5, 10]
+
+
+def test_a_fresh_stretch_is_a_read_of_new_text_in_chat_requests() -> None:
+    bodies = list(chat_requests(5, target_chars=200_000, fresh_every=7, fresh_chars=30_000))
+    for k in range(7, len(bodies), 7):
+        before, after = bodies[k - 1]["messages"], bodies[k]["messages"]
+        read, result = after[len(before) :]
+        assert read["tool_calls"][0]["function"]["name"] == "Read"
+        assert len(result["content"]) == 30_000 and result["role"] == "tool"
+        seen = "".join(m["content"] or "" for m in before)
+        assert result["content"][1000:1200] not in seen
 
 
 # ---- content ----------------------------------------------------------------------------

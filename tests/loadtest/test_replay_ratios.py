@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.replay import Samples, _paired
+from loadtest.replay import Samples, _paired, _stretch
 
 
 def test_every_part_gets_its_p50_ratio_and_per_call_median() -> None:
@@ -22,3 +22,15 @@ def test_every_part_gets_its_p50_ratio_and_per_call_median() -> None:
         ratios["proxy"]["per_call"],
     )
     assert paired["baseline_read_p50"] == 3.0 and "baseline_proxy_p50" not in paired
+
+
+def test_the_fresh_stretch_calls_are_summed_up_apart() -> None:
+    calls = Samples(parts={"proxy": [1.0, 40.0, 2.0, 50.0, 3.0]})
+    calls.stretch = [False, True, False, True, False]
+    assert _stretch("x_", calls) == {
+        "x_stretch_calls": 2,
+        "x_stretch_added_p50": 50.0,
+        "x_stretch_added_p99": 50.0,
+    }
+    paired = _paired("abc123", calls, calls)
+    assert paired["baseline_stretch_calls"] == 2
