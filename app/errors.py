@@ -17,6 +17,7 @@
     └── UpstreamError           the upstream server failed us
         ├── UpstreamUnavailableError  connection refused / reset, malformed reply
         │   ├── UpstreamUnreachableError  no connection (refused, reset, DNS)
+        │   │   └── UpstreamRetokenizedError  came back tokenizing otherwise: send as text
         │   ├── UpstreamMalformedError    an answer not of the shape its API documents
         │   └── UpstreamTooLargeError     an answer (or one stream line) over the read limits
         ├── UpstreamTimeoutError      no answer in time
@@ -149,6 +150,11 @@ class UpstreamUnreachableError(UpstreamUnavailableError):
     """No connection to the upstream at all (as opposed to a reply we cannot use)."""
 
 
+class UpstreamRetokenizedError(UpstreamUnreachableError):
+    """The upstream came back from a broken connection tokenizing otherwise than we do: a
+    request made of ids for it is not sent; made again, it goes as text."""
+
+
 class UpstreamMalformedError(UpstreamUnavailableError):
     """An answer (or stream event) whose JSON is not of the shape the upstream's API
     documents: a list for an object, a number for a text, an unknown finish reason."""
@@ -175,7 +181,6 @@ class UpstreamTruncatedError(UpstreamError):
     """The upstream's answer ended without saying why it ended (no finish reason): a stream
     cut short without ``[DONE]``, an empty stream, a 200 that is not an answer.  Reported as
     an error rather than as a complete answer, which the client could not tell from one."""
-
 
 
 class UpstreamStatusError(UpstreamError):

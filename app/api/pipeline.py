@@ -6,7 +6,9 @@ the canonical chat request, and how the answer is encoded back (``ApiCall``: a w
 a ``StreamEncoder``).  ``serve`` does the rest once: read the body within the limits, join the
 client's trace, render and tokenize (``ChatService.prepare``), call the upstream, and prime a
 stream before its first byte goes out, so that an error until the upstream accepted the
-request is an HTTP error with its status and one after it is the API's own error event.
+request is an HTTP error with its status and one after it is the API's own error event.  A
+request whose ids were not sent because the upstream came back tokenizing otherwise
+(``UpstreamRetokenizedError``) is prepared again, as text, and sent once more.
 Errors are answered at one boundary, ``app.api.errors``, in the request's API's format.
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import Response
@@ -24,12 +26,12 @@ from app.api.body import json_body
 from app.api.disconnect import unless_disconnected
 from app.api.errors import stream_error
 from app.api.responses import json_response, sse_response
-from app.errors import TokspliceError
+from app.errors import TokspliceError, UpstreamRetokenizedError
 from app.protocol.error_bodies import ApiName, Refusal
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.protocol.openai_chat import ChatRequest
 from app.service.callers import edge_caller
-from app.service.chat import ChatService
+from app.service.chat import ChatService, PreparedChat
 from app.telemetry.timings import Timings
 from app.telemetry.trace_context import RequestTrace
 
@@ -69,6 +71,7 @@ class ApiCall(Protocol):
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
 
 
 class ClientApi(ABC):
@@ -126,18 +129,47 @@ async def serve(request: Request, api: ClientApi) -> Response:
         if not chat.stream:
             raise
         return sse_response(_refused(request, api.name, exc, call.stream(0)))  # 0: none sent
-    n_ids = len(prepared.encoding.ids)
+
+    async def again() -> PreparedChat:
+        return await service.prepare(chat, caller, timings)
+
     if not chat.stream:
-        completion = await unless_disconnected(request, service.complete(prepared))
+
+        async def complete(prepared: PreparedChat) -> dict[str, Any]:
+            return await unless_disconnected(request, service.complete(prepared))
+
+        prepared, completion = await _sent(prepared, complete, again)
+        n_ids = len(prepared.encoding.ids)
         return json_response(call.reply(completion, n_ids), headers=prepared.headers())
-    chunks = service.chunks(prepared)
-    try:
-        await unless_disconnected(request, anext(chunks))  # the upstream accepted it
-    except TokspliceError:
-        await chunks.aclose()  # type: ignore[attr-defined]
-        raise
-    events = _events(request, api.name, chunks, call.stream(n_ids))
+
+    async def opened(prepared: PreparedChat) -> AsyncIterator[dict[str, Any] | None]:
+        chunks = service.chunks(prepared)
+        try:
+            await unless_disconnected(request, anext(chunks))  # the upstream accepted it
+        except TokspliceError:
+            await chunks.aclose()  # type: ignore[attr-defined]
+            raise
+        return chunks
+
+    prepared, chunks = await _sent(prepared, opened, again)
+    events = _events(request, api.name, chunks, call.stream(len(prepared.encoding.ids)))
     return sse_response(events, headers=prepared.headers())
+
+
+async def _sent(
+    prepared: PreparedChat,
+    send: Callable[[PreparedChat], Awaitable[T]],
+    again: Callable[[], Awaitable[PreparedChat]],
+) -> tuple[PreparedChat, T]:
+    """``send(prepared)``, and the request as sent.  When the upstream came back from a
+    broken connection tokenizing otherwise than we do, the request's ids were not sent: it is
+    prepared ``again`` (now as text, or refused where the dialect takes ids only) and sent
+    once more."""
+    try:
+        return prepared, await send(prepared)
+    except UpstreamRetokenizedError:
+        prepared = await again()
+        return prepared, await send(prepared)
 
 
 async def _refused(

@@ -14,8 +14,9 @@ brings back another model on the same address.  So, when gated, the check runs a
   request waits for the check, and is refused as unreachable (502) if the upstream does not
   answer it;
 * before a request is sent again on a fresh connection after such a close (``before_resend``):
-  if the check now finds the other tokenizer, that request (its ids made for the old one) is
-  not sent, and the calls after it go as text;
+  if the check now finds the other tokenizer, that request's ids (made for the old one) are
+  not sent: it is refused with ``UpstreamRetokenizedError``, which the API pipeline answers by
+  preparing it again, as text, as the calls after it go;
 * every ``recheck_s`` seconds, in the background (requests go on meanwhile).
 
 Listeners hear of each change of what was learned (a mismatch found, or gone), not of
@@ -30,7 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.errors import UpstreamNotReadyError, UpstreamUnreachableError
+from app.errors import UpstreamNotReadyError, UpstreamRetokenizedError, UpstreamUnreachableError
 from app.upstream.learned import Learned
 
 log = logging.getLogger("toksplice")
@@ -133,12 +134,17 @@ class Readiness:
         before = self.learned
         await self.ensure()
         after = self.learned
-        if before is not None and after is not None and before.send_text != after.send_text:
-            raise UpstreamUnreachableError(
-                "the upstream came back tokenizing "
-                + ("differently: calls now go as text" if after.send_text else "as we do")
-                + "; this request was made for the other and is not sent"
+        if before is None or after is None or before.send_text == after.send_text:
+            return
+        if after.send_text:
+            raise UpstreamRetokenizedError(
+                "the upstream came back tokenizing differently: calls now go as text; this "
+                "request's ids were made for the other and are not sent"
             )
+        raise UpstreamUnreachableError(
+            "the upstream came back tokenizing as we do; this request was made as text for "
+            "the other and is not sent"
+        )
 
     async def _try(self, *, force: bool = False) -> None:
         seen = self._attempts

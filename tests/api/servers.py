@@ -54,11 +54,11 @@ def closed_port_url() -> str:
 
 
 @contextmanager
-def dropping_front(upstream: str, drop: int) -> Iterator[str]:
-    """A TCP front to ``upstream`` whose first ``drop`` connections carrying a POST read the
-    request and close without a byte of reply (what a keep-alive connection closed by the
-    server looks like to the client); later connections, and GETs (the proxy's probes), are
-    relayed.  Yields its URL."""
+def dropping_front(upstream: str, drop: int, armed: threading.Event | None = None) -> Iterator[str]:
+    """A TCP front to ``upstream`` whose first ``drop`` connections carrying a POST (counted
+    from when ``armed`` is set, if given) read the request and close without a byte of reply
+    (what a keep-alive connection closed by the server looks like to the client); other
+    connections, and GETs (the proxy's probes), are relayed.  Yields its URL."""
     host, port = upstream.removeprefix("http://").split(":")
     listener = socket.create_server(("127.0.0.1", 0))
     left = [drop]
@@ -75,7 +75,8 @@ def dropping_front(upstream: str, drop: int) -> Iterator[str]:
             while True:
                 client, _ = listener.accept()
                 head = client.recv(65536)
-                if left[0] > 0 and not head.startswith(b"GET "):
+                dropping = (armed is None or armed.is_set()) and left[0] > 0
+                if dropping and not head.startswith(b"GET "):
                     left[0] -= 1
                     client.close()
                     continue

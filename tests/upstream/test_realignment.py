@@ -10,6 +10,7 @@ away (calls get 502), and another server with another tokenizer comes back on th
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,7 @@ from app.main import create_app
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream.learned import Alignment, Learned
 from app.upstream.readiness import Readiness
-from tests.api.servers import StubUpstream, closed_port_url, serving
+from tests.api.servers import StubUpstream, closed_port_url, dropping_front, serving
 
 MODEL = "smollm2"
 HELLO = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "Say hi."}]}
@@ -58,6 +59,47 @@ def test_an_upstream_back_with_another_tokenizer_gets_text(
                 assert isinstance(other.requests[-1]["prompt"], str)  # text, not our ids
                 health = http.get("/health").json()
                 assert health["sending"] == "text" and "mismatch" in health["alignment"]
+    finally:
+        llama.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_request_whose_ids_meet_another_tokenizer_goes_as_text(
+    assets: dict[str, Path], smollm2_dir: Path, stream: bool
+) -> None:
+    """The server is replaced behind the proxy's connection with no call in between: the
+    next call's ids are made for the old tokenizer, its connection closes before the reply,
+    and the check before it is sent again finds the other tokenizer: it goes as text."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp is not installed: no local llama.cpp")
+    upstream = closed_port_url()
+    port = int(upstream.rsplit(":", 1)[1])
+    other = StubUpstream(tokenize=lambda text: [ord(c) for c in text])
+    swapped = threading.Event()
+    llama = LocalLlamaServer(assets["smollm2_gguf"], port=port, n_ctx=2048, n_parallel=1)
+    llama.start()
+    try:
+        with dropping_front(upstream, 1, armed=swapped) as front:
+            settings = Settings(
+                upstream=front,
+                tokenizer=smollm2_dir,
+                model=MODEL,
+                alignment_check=True,
+                alignment_recheck_s=0,
+            )
+            with (
+                serving(create_app(settings)) as url,
+                httpx.Client(base_url=url, timeout=60) as http,
+            ):
+                assert http.post("/v1/chat/completions", json=HELLO).status_code == 200
+                llama.stop()
+                with other.serve(port):
+                    swapped.set()  # the next call's connection closes before its reply
+                    reply = http.post("/v1/chat/completions", json={**HELLO, "stream": stream})
+                    assert reply.status_code == 200, reply.text
+                    assert other.tokenized, "the check never ran against the new server"
+                    assert [type(sent["prompt"]) for sent in other.requests] == [str]
+                    assert ("data: [DONE]" in reply.text) if stream else reply.json()["choices"]
+                    assert http.get("/health").json()["sending"] == "text"
     finally:
         llama.stop()
 
