@@ -37,10 +37,11 @@ from __future__ import annotations
 import re
 from enum import Enum, auto
 
-from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
+from app.protocol.output.deltas import ChatDelta
 from app.protocol.output.interface import Format, ParserOptions, Reasoning
 from app.protocol.output.json_args import JsonCursor, json_object_text
 from app.protocol.output.scanning import find_tag, partial_tag_start
+from app.protocol.output.stepping import SteppedParser
 
 START = "<|start|>"
 END = "<|end|>"
@@ -77,48 +78,18 @@ class _Kind(Enum):
     CALL = auto()
 
 
-class HarmonyParser:
+class HarmonyParser(SteppedParser):
     """Splits one choice's harmony text into reasoning, content and tool calls (the
     ``ChoiceParser`` protocol). Every split of the same text yields the same fields."""
 
     def __init__(self, options: ParserOptions) -> None:
+        super().__init__(options.id_factory)
         self._options = options
         self._kind = _Kind.HEADER
-        self._buffer = ""
         self._name = ""  # the function of the call being read
         self._cursor = JsonCursor(stops="<")
-        self._calls = 0
-        self._finished = False
-
-    def finish_reason(self, upstream_reason: str) -> str:
-        """``"tool_calls"`` once a tool call was emitted, else the upstream's own reason."""
-        return "tool_calls" if self._calls else upstream_reason
-
-    def feed(self, text: str) -> list[ChatDelta]:
-        if self._finished:
-            raise RuntimeError("feed() after finish()")
-        out: list[ChatDelta] = []
-        self._buffer += text
-        self._advance(out, final=False)
-        return out
-
-    def finish(self) -> list[ChatDelta]:
-        if self._finished:
-            raise RuntimeError("finish() called twice")
-        out: list[ChatDelta] = []
-        self._advance(out, final=True)
-        self._finished = True
-        return out
-
-    def parse(self, text: str) -> ParsedOutput:
-        """The whole generation at once (this parser must be fresh)."""
-        return ParsedOutput.from_deltas([*self.feed(text), *self.finish()])
 
     # --- the state machine -------------------------------------------------------------
-
-    def _advance(self, out: list[ChatDelta], *, final: bool) -> None:
-        while self._step(out, final):
-            pass
 
     def _step(self, out: list[ChatDelta], final: bool) -> bool:
         if self._kind is _Kind.HEADER:
@@ -224,26 +195,7 @@ class HarmonyParser:
         if arguments is None:
             self._emit(out, content=_visible(body))
             return
-        piece = ToolCallDelta(
-            index=self._calls, id=self._options.id_factory(), name=self._name, arguments=arguments
-        )
-        out.append(ChatDelta(tool_call=piece))
-        self._calls += 1
-
-    @staticmethod
-    def _emit(out: list[ChatDelta], *, content: str = "", reasoning: str = "") -> None:
-        """Append text, merged into the previous delta when that is of the same kind."""
-        last = out[-1] if out else None
-        if content:
-            if last is not None and last.content is not None:
-                out[-1] = ChatDelta(content=last.content + content)
-            else:
-                out.append(ChatDelta(content=content))
-        elif reasoning:
-            if last is not None and last.reasoning_content is not None:
-                out[-1] = ChatDelta(reasoning_content=last.reasoning_content + reasoning)
-            else:
-                out.append(ChatDelta(reasoning_content=reasoning))
+        self._emit_call(out, self._name, arguments)
 
 
 def _visible(text: str) -> str:

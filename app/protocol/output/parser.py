@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Callable
 from enum import Enum, auto
 
-from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
+from app.protocol.output.deltas import ChatDelta
 from app.protocol.output.interface import (
     THINK,
     BlockEnd,
@@ -32,6 +32,7 @@ from app.protocol.output.interface import (
 )
 from app.protocol.output.scanning import find_tag, partial_tag_start
 from app.protocol.output.schema import parameter_schemas
+from app.protocol.output.stepping import SteppedParser
 
 
 def new_tool_call_id() -> str:
@@ -46,7 +47,7 @@ class _State(Enum):
     TOOL = auto()
 
 
-class OutputParser:
+class OutputParser(SteppedParser):
     """Splits one choice's generated text into reasoning, content and tool calls.
 
     ``feed`` each decoded text piece as it arrives, then ``finish`` once; or ``parse`` a whole
@@ -69,6 +70,7 @@ class OutputParser:
     ) -> None:
         """``calls``: the format's tool-call markup, None to parse no tool calls; ``markers``:
         its reasoning markers, None when it writes none."""
+        super().__init__(options.id_factory)
         reasoning = markers if options.reasoning else None
         if options.starts_in_reasoning and reasoning is None:
             raise ValueError("starts_in_reasoning needs reasoning")
@@ -83,51 +85,27 @@ class OutputParser:
         self._calls = calls
         self._tools = options.tools
         self._schemas: Schemas | None = None  # built at the first block
-        self._id_factory = options.id_factory
-        self._buffer = ""  # text not yet resolved; in TOOL, the block after its opener
+        # in TOOL, _buffer holds the block after its opener
         self._opener = ""  # the marker that opened the current block
         self._block_end: BlockEnd = NeverEnds()
         self._held_space = ""  # whitespace opening a content segment, dropped if layout
         self._segment_has_text = calls is None
         self._after_tool_call = False
         self._after_think = False  # newlines opening the answer are still to be dropped
-        self._tool_calls = 0
-        self._finished = False
-
-    def finish_reason(self, upstream_reason: str) -> str:
-        """``"tool_calls"`` once a tool call was emitted, else the upstream's own reason."""
-        return "tool_calls" if self._tool_calls else upstream_reason
-
-    def feed(self, text: str) -> list[ChatDelta]:
-        """Deltas for one more piece of generated text (possibly none while a tag is open)."""
-        if self._finished:
-            raise RuntimeError("feed() after finish()")
-        out: list[ChatDelta] = []
-        self._buffer += text
-        self._advance(out, final=False)
-        return out
 
     def finish(self) -> list[ChatDelta]:
-        """Deltas for everything still held, resolving open tags as text."""
-        if self._finished:
-            raise RuntimeError("finish() called twice")
-        out: list[ChatDelta] = []
-        self._advance(out, final=True)
+        """Deltas for everything still held, resolving open tags as text; whitespace still
+        held is text unless it trails a tool call (layout)."""
+        out = super().finish()
         if self._held_space and not self._after_tool_call:
             self._emit(out, content=self._held_space)
         self._held_space = ""
-        self._finished = True
         return out
-
-    def parse(self, text: str) -> ParsedOutput:
-        """The whole generation at once (this parser must be fresh)."""
-        return ParsedOutput.from_deltas([*self.feed(text), *self.finish()])
 
     # --- the state machine -------------------------------------------------------------
 
-    def _advance(self, out: list[ChatDelta], *, final: bool) -> None:
-        while _STEPS[self._state](self, out, final):
-            pass
+    def _step(self, out: list[ChatDelta], final: bool) -> bool:
+        return _STEPS[self._state](self, out, final)
 
     def _start(self, out: list[ChatDelta], final: bool) -> bool:
         """Output opens with the reasoning marker (after optional whitespace) or is content."""
@@ -226,11 +204,7 @@ class OutputParser:
             return True
         self._held_space = ""
         for name, arguments in decoded:
-            piece = ToolCallDelta(
-                index=self._tool_calls, id=self._id_factory(), name=name, arguments=arguments
-            )
-            out.append(ChatDelta(tool_call=piece))
-            self._tool_calls += 1
+            self._emit_call(out, name, arguments)
         self._begin_segment(after_tool_call=True)
         return True
 
@@ -252,21 +226,6 @@ class OutputParser:
         self._held_space = ""
         self._segment_has_text = True
         self._emit(out, content=text)
-
-    @staticmethod
-    def _emit(out: list[ChatDelta], *, content: str = "", reasoning: str = "") -> None:
-        """Append text, merged into the previous delta when that is of the same kind."""
-        last = out[-1] if out else None
-        if content:
-            if last is not None and last.content is not None:
-                out[-1] = ChatDelta(content=last.content + content)
-            else:
-                out.append(ChatDelta(content=content))
-        elif reasoning:
-            if last is not None and last.reasoning_content is not None:
-                out[-1] = ChatDelta(reasoning_content=last.reasoning_content + reasoning)
-            else:
-                out.append(ChatDelta(reasoning_content=reasoning))
 
 
 _STEPS: dict[_State, Callable[[OutputParser, list[ChatDelta], bool], bool]] = {
