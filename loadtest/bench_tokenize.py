@@ -45,9 +45,11 @@ sys.path.insert(0, os.environ.get("TOKSPLICE_BENCH_CODE", str(ROOT)))
 from app.sessions import SessionTokenizer  # noqa: E402
 from app.tools import assets  # noqa: E402
 
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # for loadtest alone: the code's own packages come from its tree
 from loadtest.agent_sessions import MARKUPS, fresh_call, session_calls  # noqa: E402
 from loadtest.processes import checkout  # noqa: E402
+
+sys.path.remove(str(ROOT))
 
 try:
     from app.sessions.tokenizer import store_key
