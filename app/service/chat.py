@@ -296,7 +296,8 @@ class ChatService:
         path, body = self.dialect.request(prepared.call)
         prepared.timings.upstream_sent = time.perf_counter()
         headers = _trace_headers(prepared.timings)
-        payload = await self.client.post_json(path, body, trace, headers)
+        as_text = prepared.call.prompt.as_text
+        payload = await self.client.post_json(path, body, trace, headers, as_text=as_text)
         if self.dialect.chat_native:
             completion = chat_answer(payload, chunk=False)
             finished(_chat_finish_reason(completion))
@@ -323,7 +324,9 @@ class ChatService:
         with self.telemetry.observe(self._exchange(prepared)) as seen:
             prepared.timings.upstream_sent = time.perf_counter()
             headers = _trace_headers(prepared.timings)
-            async with self.client.stream(path, body, seen.http_trace, headers) as response:
+            as_text = prepared.call.prompt.as_text
+            sent = self.client.stream(path, body, seen.http_trace, headers, as_text=as_text)
+            async with sent as response:
                 seen.accepted()
                 yield None
                 async for chunk in self._chunks(prepared, response):

@@ -54,8 +54,9 @@ class UpstreamClient:
         self.breaks = 0
         """How often the connection to the upstream failed (unreachable, or closed before
         replying): the server may have been replaced since (``app.upstream.readiness``)."""
-        self.before_resend: Callable[[], Awaitable[None]] | None = None
-        """Awaited before a request goes again after such a close; it may refuse it."""
+        self.before_resend: Callable[[bool], Awaitable[None]] | None = None
+        """Awaited before a request goes again after such a close, told whether its prompt is
+        text (``as_text``); it may refuse it."""
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=settings.timeouts.httpx(),
@@ -74,10 +75,13 @@ class UpstreamClient:
         body: bytes | Body,
         trace: TraceHook | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        as_text: bool = False,
     ) -> AsyncIterator[httpx.Response]:
         """POST ``body``; yields the response once its status is known to be a success.
         ``trace`` sees the connection's events (telemetry times the connect with it);
-        ``headers`` are the request's own (its W3C ``traceparent``).
+        ``headers`` are the request's own (its W3C ``traceparent``); ``as_text``: its prompt
+        is text, not ids.
 
         A pooled connection the upstream closed while idle (llama.cpp's server closes them
         after 5 s) fails the request before any response byte; that one request is sent again,
@@ -94,7 +98,7 @@ class UpstreamClient:
             except _CLOSED_BEFORE_REPLY:
                 self.breaks += 1
                 if self.before_resend is not None:
-                    await self.before_resend()
+                    await self.before_resend(as_text)
                 response = await self._http.send(request, stream=True)
             try:
                 if response.status_code >= 400:
@@ -117,8 +121,10 @@ class UpstreamClient:
         body: bytes | Body,
         trace: TraceHook | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        as_text: bool = False,
     ) -> Any:
-        async with self.stream(path, body, trace, headers) as response:
+        async with self.stream(path, body, trace, headers, as_text=as_text) as response:
             return _json(await bounded_read(response, self.max_body_bytes))
 
     async def get(self, path: str) -> httpx.Response:

@@ -126,17 +126,17 @@ class Readiness:
                 f"{self.waiting_for}"
             )
 
-    async def before_resend(self) -> None:
+    async def before_resend(self, as_text: bool) -> None:
         """Before a request goes again on a fresh connection (the last one closed before the
-        reply): check the upstream again; refuse the request if what it tokenizes changed."""
+        reply): check the upstream again; refuse the request if its prompt (text when
+        ``as_text``, else ids) is not what the check now says to send."""
         if not self.gated or asyncio.current_task() is self._checking:
             return  # the check's own requests
-        before = self.learned
         await self.ensure()
-        after = self.learned
-        if before is None or after is None or before.send_text == after.send_text:
+        learned = self.learned
+        if learned is None or learned.send_text == as_text:
             return
-        if after.send_text:
+        if learned.send_text:
             raise UpstreamRetokenizedError(
                 "the upstream came back tokenizing differently: calls now go as text; this "
                 "request's ids were made for the other and are not sent"

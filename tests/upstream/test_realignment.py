@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.errors import UpstreamUnreachableError
+from app.errors import UpstreamRetokenizedError
 from app.main import create_app
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream.learned import Alignment, Learned
@@ -143,11 +143,16 @@ def test_a_request_made_for_the_old_tokenizer_is_not_resent() -> None:
         ready = Readiness(upstream.attempt, gated=True, breaks=lambda: upstream.breaks)
         await ready.start()
         upstream.breaks += 1  # an idle connection closed, the same server: resent
-        await ready.before_resend()
+        await ready.before_resend(as_text=False)
         upstream.breaks += 1  # closed, and the server behind it is another
-        with pytest.raises(UpstreamUnreachableError, match="differently"):
-            await ready.before_resend()
+        with pytest.raises(UpstreamRetokenizedError, match="differently"):
+            await ready.before_resend(as_text=False)
         assert upstream.checks == 3 and ready.learned is MISMATCHED
+        upstream.breaks += 1  # another request's ids, made before the switch: not sent either
+        with pytest.raises(UpstreamRetokenizedError):
+            await ready.before_resend(as_text=False)
+        upstream.breaks += 1  # one made as text after it is resent
+        await ready.before_resend(as_text=True)
 
     asyncio.run(run())
 
