@@ -10,50 +10,29 @@ block: the end scanner tracks JSON string state, so such calls still parse.
 
 from __future__ import annotations
 
-import re
-
 from app.protocol.output.interface import Call, Format, Schemas, TagCalls
+from app.protocol.output.json_args import JsonCursor
 from app.protocol.output.schema import encode_call, loads_strict
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
-
-_OUTSIDE_STRING = re.compile(r'["<]')
-_INSIDE_STRING = re.compile(r'["\\]')
 
 
 class HermesBlockEnd:
     """Finds the ``</tool_call>`` that closes a block, scanning only text not seen before."""
 
     def __init__(self) -> None:
-        self._pos = 0
-        self._in_string = False
+        self._cursor = JsonCursor(stops="<")
 
     def find(self, body: str) -> int | None:
         """Where the closing tag starts in ``body`` (the text after ``<tool_call>``), if yet."""
-        while True:
-            pattern = _INSIDE_STRING if self._in_string else _OUTSIDE_STRING
-            match = pattern.search(body, self._pos)
-            if match is None:
-                self._pos = len(body)
-                return None
-            at = match.start()
-            char = body[at]
-            if char == "\\":
-                if at + 1 >= len(body):  # the escaped character has not arrived yet
-                    self._pos = at
-                    return None
-                self._pos = at + 2
-            elif char == '"':
-                self._in_string = not self._in_string
-                self._pos = at + 1
-            elif body.startswith(TOOL_CALL_CLOSE, at):
+        while (at := self._cursor.scan(body)) is not None:
+            if body.startswith(TOOL_CALL_CLOSE, at):
                 return at
-            elif TOOL_CALL_CLOSE.startswith(body[at:]):  # a tag still arriving
-                self._pos = at
-                return None
-            else:
-                self._pos = at + 1
+            if TOOL_CALL_CLOSE.startswith(body[at:]):
+                return None  # a tag still arriving
+            self._cursor.skip(1)
+        return None
 
 
 def decode_hermes(block: str, schemas: Schemas) -> list[Call] | None:
