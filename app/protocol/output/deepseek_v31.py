@@ -10,8 +10,7 @@ the chat template opens ``<think>`` in the prompt, so output starts inside reaso
 
 from __future__ import annotations
 
-from app.protocol.output.interface import Call, Format, Schemas, TagCalls
-from app.protocol.output.marker_sections import SectionEnd, SectionMarkers, decode_section
+from app.protocol.output.marker_sections import SectionMarkers, section_format
 
 MARKERS = SectionMarkers(
     begin="<｜tool▁calls▁begin｜>",
@@ -28,24 +27,4 @@ def function_name(header: str) -> str | None:
     return name if name and not any(char.isspace() for char in name) else None
 
 
-def deepseek_v31_section_end() -> SectionEnd:
-    return SectionEnd(MARKERS)
-
-
-def decode_deepseek_v31(body: str, schemas: Schemas) -> list[Call] | None:
-    """The calls of one section (the text between its begin and end markers); the JSON
-    carries its own types, ``schemas`` is not needed."""
-    return decode_section(body, MARKERS, function_name)
-
-
-FORMAT = Format(
-    name="deepseek_v31",
-    template_markers=(MARKERS.begin, MARKERS.args_begin),
-    calls=TagCalls(
-        opens=(MARKERS.begin,),
-        close=MARKERS.end,
-        block_end=deepseek_v31_section_end,
-        decode=decode_deepseek_v31,
-    ),
-    special_tokens=(*MARKERS.all, "<think>", "</think>"),
-)
+FORMAT = section_format("deepseek_v31", MARKERS, function_name)

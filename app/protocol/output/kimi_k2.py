@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import re
 
-from app.protocol.output.interface import Call, Format, Schemas, TagCalls
-from app.protocol.output.marker_sections import SectionEnd, SectionMarkers, decode_section
+from app.protocol.output.marker_sections import SectionMarkers, section_format
 
 MARKERS = SectionMarkers(
     begin="<|tool_calls_section_begin|>",
@@ -34,25 +33,4 @@ def name_of_header(header: str) -> str | None:
     return match.group(1) if match else None
 
 
-def kimi_k2_section_end() -> SectionEnd:
-    return SectionEnd(MARKERS)
-
-
-def decode_kimi_k2(body: str, schemas: Schemas) -> list[Call] | None:
-    """The calls of one section (the text between its begin and end markers); the JSON
-    carries its own types, ``schemas`` is not needed."""
-    return decode_section(body, MARKERS, name_of_header)
-
-
-FORMAT = Format(
-    name="kimi_k2",
-    template_markers=(MARKERS.begin, MARKERS.args_begin),
-    calls=TagCalls(
-        opens=(MARKERS.begin,),
-        close=MARKERS.end,
-        block_end=kimi_k2_section_end,
-        decode=decode_kimi_k2,
-        end_reasoning=True,
-    ),
-    special_tokens=(*MARKERS.all, "<think>", "</think>"),
-)
+FORMAT = section_format("kimi_k2", MARKERS, name_of_header, end_reasoning=True)

@@ -5,7 +5,8 @@
       CALL_BEGIN header ARGS_BEGIN {json} CALL_END
     SECTION_END
 
-The formats differ only in their markers and in how the header names the function. A
+The formats differ only in their markers, in how the header names the function and in
+whether a section ends the reasoning (``section_format`` builds each). A
 marker inside a JSON string of the arguments is text (code that mentions it), so the
 arguments are followed with a ``JsonCursor``. A call whose ``CALL_END`` is missing ends at the
 section's end, as in vLLM. A section with any call that is not well formed is text whole.
@@ -15,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
+from app.generation import ToolFormat
+from app.protocol.output.interface import THINK, Call, Format, Schemas, TagCalls
 from app.protocol.output.json_args import JsonCursor, json_object_text
 from app.protocol.output.scanning import find_tag, partial_tag_start
 
@@ -95,11 +99,11 @@ def _call_end(body: str, args_start: int, markers: SectionMarkers) -> tuple[int,
 
 def decode_section(
     body: str, markers: SectionMarkers, name_of: Callable[[str], str | None]
-) -> list[tuple[str, str]] | None:
+) -> list[Call] | None:
     """``(name, arguments JSON)`` of each call in a section's body (the text between ``begin``
     and ``end``); ``None`` unless there is at least one and every call is well formed (a name
     ``name_of`` accepts, arguments that are one JSON object) with only whitespace around."""
-    calls: list[tuple[str, str]] = []
+    calls: list[Call] = []
     pos = 0
     while body[pos:].strip():
         start = body.find(markers.call_begin, pos)
@@ -116,3 +120,30 @@ def decode_section(
             return None
         calls.append((name, arguments))
     return calls or None
+
+
+def section_format(
+    name: ToolFormat,
+    markers: SectionMarkers,
+    name_of: Callable[[str], str | None],
+    *,
+    end_reasoning: bool = False,
+) -> Format:
+    """The format whose calls are sections of ``markers``, each call's header read by
+    ``name_of``; every marker and ``<think>``/``</think>`` are special tokens."""
+
+    def decode(body: str, schemas: Schemas) -> list[Call] | None:
+        return decode_section(body, markers, name_of)  # the JSON carries its own types
+
+    return Format(
+        name=name,
+        template_markers=(markers.begin, markers.args_begin),
+        calls=TagCalls(
+            opens=(markers.begin,),
+            close=markers.end,
+            block_end=partial(SectionEnd, markers),
+            decode=decode,
+            end_reasoning=end_reasoning,
+        ),
+        special_tokens=(*markers.all, THINK.open, THINK.close),
+    )
