@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.protocol.output.interface import Call, Format, Schemas, TagCalls
-from app.protocol.output.invokes import InvokeTags, decode_invokes
-from app.protocol.output.scanning import ValueSkippingEnd
+from app.protocol.output.interface import Format
+from app.protocol.output.invokes import InvokeTags
 from app.protocol.output.schema import convert_value, loads_strict
 
 DSML = "｜DSML｜"
 V32_SECTION = (f"<{DSML}function_calls>", f"</{DSML}function_calls>")
 V4_SECTION = (f"<{DSML}tool_calls>", f"</{DSML}tool_calls>")
 SECTIONS = (V32_SECTION, V4_SECTION)
-CLOSES = tuple(close for _, close in SECTIONS)
 
 
 def _typed(raw: str, attributes: dict[str, str], schema: Any) -> Any:
@@ -48,24 +46,8 @@ TAGS = InvokeTags(
 )
 
 
-def dsml_section_end() -> ValueSkippingEnd:
-    return TAGS.section_end(CLOSES)
-
-
-def decode_dsml(block: str, schemas: Schemas) -> list[Call] | None:
-    """The calls of a section, or ``None`` when it is not well-formed."""
-    return decode_invokes(block, schemas, TAGS)
-
-
 FORMAT = Format(
     name="deepseek_v32",
     template_markers=(DSML, 'invoke name="'),
-    calls=TagCalls(
-        opens=tuple(opening for opening, _ in SECTIONS),
-        close=CLOSES[0],
-        other_closes=CLOSES[1:],
-        block_end=dsml_section_end,
-        decode=decode_dsml,
-        end_reasoning=True,
-    ),
+    calls=TAGS.tag_calls(SECTIONS),
 )

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from app.protocol.output.interface import Call, Schemas
+from app.protocol.output.interface import Call, Schemas, TagCalls
 from app.protocol.output.scanning import ValueSkippingEnd, skip_space
 from app.protocol.output.schema import encode_call
 
@@ -43,6 +44,19 @@ class InvokeTags:
     def section_end(self, closes: Sequence[str]) -> ValueSkippingEnd:
         """The scanner of a section that any of ``closes`` ends (not inside a value)."""
         return ValueSkippingEnd(closes, (self.parameter,), (self.parameter_close,))
+
+    def tag_calls(self, sections: Sequence[tuple[str, str]]) -> TagCalls:
+        """Calls in sections between any ``(open, close)`` pair of ``sections`` (the first
+        close is the main spelling); a section that opens in the reasoning ends it."""
+        closes = tuple(close for _, close in sections)
+        return TagCalls(
+            opens=tuple(opening for opening, _ in sections),
+            close=closes[0],
+            other_closes=closes[1:],
+            block_end=partial(self.section_end, closes),
+            decode=partial(decode_invokes, tags=self),
+            end_reasoning=True,
+        )
 
 
 def _open_tag(text: str, pos: int, start: str) -> tuple[dict[str, str], int] | None:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.protocol.output.interface import Call, Format, Schemas, TagCalls
-from app.protocol.output.invokes import InvokeTags, decode_invokes
-from app.protocol.output.scanning import ValueSkippingEnd
+from app.protocol.output.interface import Format
+from app.protocol.output.invokes import InvokeTags
 from app.protocol.output.schema import convert_value
 
 SECTION_OPEN = "<minimax:tool_call>"
@@ -38,24 +37,9 @@ TAGS = InvokeTags(
 )
 
 
-def minimax_section_end() -> ValueSkippingEnd:
-    return TAGS.section_end((SECTION_CLOSE,))
-
-
-def decode_minimax(block: str, schemas: Schemas) -> list[Call] | None:
-    """The calls of a section, or ``None`` when it is not well-formed."""
-    return decode_invokes(block, schemas, TAGS)
-
-
 FORMAT = Format(
     name="minimax_m2",
     template_markers=(SECTION_OPEN, '<invoke name="'),
-    calls=TagCalls(
-        opens=(SECTION_OPEN,),
-        close=SECTION_CLOSE,
-        block_end=minimax_section_end,
-        decode=decode_minimax,
-        end_reasoning=True,
-    ),
+    calls=TAGS.tag_calls([(SECTION_OPEN, SECTION_CLOSE)]),
     special_tokens=(SECTION_OPEN, SECTION_CLOSE, "<think>", "</think>"),
 )
