@@ -2,7 +2,8 @@
  * the leftmost among equals, until no pair has a rank (gpu_kernels.byte_bpe says why one pair
  * at a time).  Short pieces merge in arrays (a scan per merge); long ones through a heap of
  * (rank, position) with stale entries skipped, so a 10 MB piece costs O(n log n), not O(n^2).
- * Results of short pieces are kept in a per-thread cache (no lock: each thread has its own).
+ * Results are kept in per-thread caches keyed by the piece's bytes (no lock: each thread has
+ * its own): a one-line entry per short piece, an arena for long pieces and those of many ids.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,7 +45,12 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
     }
 }
 
-/* ---- piece cache -------------------------------------------------------------------------- */
+/* ---- piece caches -------------------------------------------------------------------------
+ * Short pieces (up to 24 bytes, up to 8 ids: most of them) in a direct-mapped table of
+ * one-line entries keyed by the zero-padded bytes; longer ones, and short ones of more ids,
+ * in a table of (hash, arena offset) whose arena holds the piece's bytes and ids, emptied
+ * whole when full.  Either is looked up by the piece's bytes and the model's owner tag, so a
+ * hit gives what the merge gave for the same bytes. */
 
 #define CACHE_BITS 16
 #define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
@@ -56,15 +62,31 @@ typedef struct {
     int32_t ids[CACHE_IDS];
 } Entry; /* 64 bytes: one cache line */
 
+#define LONG_BITS 13
+#define LONG_MAX_LEN 512 /* bytes of the longest piece kept */
+#define LONG_ARENA ((size_t)2 << 20)
+typedef struct {
+    uint64_t hash;
+    uint32_t at, owner; /* at: the piece's bytes in the arena, its ids after them (aligned) */
+    uint32_t len, count;
+} LongSlot;
+
+typedef struct {
+    Entry entries[(size_t)1 << CACHE_BITS];
+    LongSlot slots[(size_t)1 << LONG_BITS];
+    size_t used, filled; /* arena bytes, slots taken */
+    _Alignas(8) uint8_t arena[LONG_ARENA];
+} Caches;
+
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static void make_key(void) { pthread_key_create(&cache_key, free); }
 
-static Entry *thread_cache(void) {
+static Caches *thread_cache(void) {
     pthread_once(&cache_once, make_key);
-    Entry *c = pthread_getspecific(cache_key);
+    Caches *c = pthread_getspecific(cache_key);
     if (c == NULL) {
-        c = calloc((size_t)1 << CACHE_BITS, sizeof(Entry));
+        c = calloc(1, sizeof(Caches));
         if (c != NULL && pthread_setspecific(cache_key, c) != 0) {
             free(c);
             c = NULL;
@@ -73,11 +95,81 @@ static Entry *thread_cache(void) {
     return c;
 }
 
+/* Bytes piece[at:at + min(r, 8)] as a little-endian word, zero above them (r > 0), read by
+ * loads that stay inside the piece: a word built in memory byte by byte and read back whole
+ * stalls the load (no store forwarding from narrower stores). */
+static inline uint64_t word_of(const uint8_t *p, size_t r) {
+    uint64_t w = 0;
+    uint32_t lo, hi;
+    uint16_t pair;
+    if (r >= 8) {
+        memcpy(&w, p, 8);
+    } else if (r >= 4) {
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + r - 4, 4); /* overlaps lo where r < 8: the same bytes */
+        w = lo | ((uint64_t)hi << (8 * (r - 4)));
+    } else if (r >= 2) {
+        memcpy(&pair, p, 2);
+        w = pair | ((uint64_t)p[r - 1] << (8 * (r - 1)));
+    } else {
+        w = p[0];
+    }
+    return w;
+}
+
+/* The piece's bytes zero-padded to CACHE_WORDS words (2 <= len <= 8 * CACHE_WORDS). */
+static inline void short_key(uint64_t *key, const uint8_t *piece, size_t len) {
+    key[0] = word_of(piece, len);
+    key[1] = len > 8 ? word_of(piece + 8, len - 8) : 0;
+    key[2] = len > 16 ? word_of(piece + 16, len - 16) : 0;
+}
+
 static inline Entry *cache_slot(Entry *cache, const uint64_t *key, size_t len) {
     uint64_t h = (key[0] ^ (len << 56)) * 0x9E3779B97F4A7C15ull;
     h = (h ^ key[1] ^ (h >> 29)) * 0xFF51AFD7ED558CCDull;
     h = (h ^ key[2] ^ (h >> 31)) * 0xC4CEB9FE1A85EC53ull;
     return &cache[h >> (64 - CACHE_BITS)];
+}
+
+static uint64_t long_hash(const uint8_t *piece, size_t len) {
+    uint64_t h = len * 0x9E3779B97F4A7C15ull, word;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&word, piece + i, 8);
+        h = (h ^ word) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    for (; i < len; i++) h = (h ^ piece[i]) * 0x100000001B3ull;
+    return (h ^ (h >> 29)) * 0xC4CEB9FE1A85EC53ull;
+}
+
+/* The slot of the piece in the long table, or the empty slot where it would go. */
+static LongSlot *long_slot(Caches *c, const Model *m, const uint8_t *piece, size_t len,
+                           uint64_t h) {
+    uint64_t mask = ((uint64_t)1 << LONG_BITS) - 1;
+    for (uint64_t i = h >> (64 - LONG_BITS);; i = (i + 1) & mask) {
+        LongSlot *s = &c->slots[i];
+        if (s->len == 0) return s;
+        if (s->hash == h && s->owner == m->owner && s->len == len &&
+            memcmp(c->arena + s->at, piece, len) == 0)
+            return s;
+    }
+}
+
+/* Keeps the ids of a piece in the long table, emptying it first when full. */
+static void long_keep(Caches *c, const Model *m, const uint8_t *piece, size_t len, uint64_t h,
+                      const int32_t *ids, size_t count) {
+    size_t at = c->used, need = ((len + 3) & ~(size_t)3) + 4 * count;
+    if (at + need > LONG_ARENA || 4 * (c->filled + 1) > 3 * ((size_t)1 << LONG_BITS)) {
+        memset(c->slots, 0, sizeof(c->slots));
+        c->used = c->filled = at = 0;
+    }
+    LongSlot *s = long_slot(c, m, piece, len, h);
+    memcpy(c->arena + at, piece, len);
+    memcpy(c->arena + at + ((len + 3) & ~(size_t)3), ids, 4 * count);
+    *s = (LongSlot){h, (uint32_t)at, m->owner, (uint32_t)len, (uint32_t)count};
+    c->used = at + need;
+    c->filled++;
 }
 
 /* ---- merging ------------------------------------------------------------------------------ */
@@ -221,16 +313,25 @@ static size_t initial_symbols(const Model *m, const uint8_t *piece, size_t len, 
 
 long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w) {
     if (len == 1) return (long)initial_symbols(m, piece, 1, out);
-    uint64_t key[CACHE_WORDS] = {0};
-    Entry *cache = len <= 8 * CACHE_WORDS ? w->cache : NULL;
+    uint64_t key[CACHE_WORDS];
+    Caches *caches = w->cache;
     Entry *e = NULL;
-    if (cache != NULL) {
-        memcpy(key, piece, len);
-        e = cache_slot(cache, key, len);
+    if (caches != NULL && len <= 8 * CACHE_WORDS) {
+        short_key(key, piece, len);
+        e = cache_slot(caches->entries, key, len);
         if (e->owner == m->owner && e->len == len && e->key[0] == key[0] && e->key[1] == key[1] &&
             e->key[2] == key[2]) {
             memcpy(out, e->ids, e->count * sizeof(int32_t));
             return e->count;
+        }
+    }
+    uint64_t h = 0;
+    if (caches != NULL && len <= LONG_MAX_LEN) {
+        h = long_hash(piece, len);
+        LongSlot *s = long_slot(caches, m, piece, len, h);
+        if (s->len) {
+            memcpy(out, caches->arena + s->at + ((len + 3) & ~(size_t)3), 4 * s->count);
+            return s->count;
         }
     }
     size_t n = 0;
@@ -248,6 +349,8 @@ long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, S
         e->len = (uint8_t)len;
         e->count = (uint8_t)n;
         memcpy(e->ids, out, n * sizeof(int32_t));
+    } else if (caches != NULL && len <= LONG_MAX_LEN) {
+        long_keep(caches, m, piece, len, h, out, n);
     }
     return (long)n;
 }

@@ -14,6 +14,8 @@ answer and the caller takes the reference.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import NamedTuple
 from unicodedata import normalize
 
@@ -45,33 +47,42 @@ def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, A
     """``raw`` (a payload, its stretches as they are) with every stretch in NFC, and how the
     two line up, from the windows [begin, end) where NFC may change it; None when a window
     touches an added token (the reference normalizes each stretch alone)."""
-    data = raw.data
-    parts: list[bytes] = []
-    starts: list[int] = []
-    stops: list[int] = []
-    gained: list[int] = []
-    at = total = 0
     after = np.searchsorted(raw.span_end, begin, side="right")  # each's first span ending after
     listed = after < len(raw.span_begin)
     if np.any(raw.span_begin[after[listed]] < end[listed]):  # it begins inside the window
         return None
-    for a, b in zip(begin.tolist(), end.tolist(), strict=True):
-        new = normalize("NFC", data[a:b].decode()).encode()
-        if new == data[a:b]:
-            continue
-        parts += [data[at:a], new]
-        starts.append(a + total)
-        total += len(new) - (b - a)
-        stops.append(b + total)
-        gained.append(total)
-        at = b
-    parts.append(data[at:])
-    alignment = Alignment(*(np.asarray(x, dtype=np.int64) for x in (starts, stops, gained)))
+    # The text cut at the windows' ends (they are in order, apart): gaps and windows alternate.
+    cuts = np.empty(2 * len(begin) + 2, dtype=np.int64)
+    cuts[0], cuts[1:-1:2], cuts[2:-1:2], cuts[-1] = 0, begin, end, len(raw.data)
+    parts = [raw.data[a:b] for a, b in itertools.pairwise(cuts.tolist())]
+    windows = parts[1::2]
+    parts[1::2] = news = _each_normalized(windows)
+    changed = np.fromiter(map(operator.ne, news, windows), dtype=bool, count=len(news))
+    delta = np.fromiter(map(len, news), dtype=np.int64, count=len(news)) - (end - begin)
+    gained = np.cumsum(delta[changed])
+    starts, stops = begin[changed] + gained - delta[changed], end[changed] + gained
+    alignment = Alignment(starts, stops, gained)
     # Spans lie outside every window: each moves by what the windows before it gained.
     before = np.searchsorted(alignment.end - alignment.gained, raw.span_begin, side="right")
     moved = np.where(before > 0, alignment.gained[np.maximum(before - 1, 0)], 0)
     payload = Payload(
         b"".join(parts), raw.span_begin + moved, raw.span_end + moved, raw.added_ids,
-        rewritten=bool(starts), assumed=False,
+        rewritten=bool(len(starts)), assumed=False,
     )  # fmt: skip
     return payload, alignment
+
+
+def _each_normalized(windows: list[bytes]) -> list[bytes]:
+    """The NFC of each window, in one ``normalize`` of the windows joined by newlines, not one
+    per window: a newline is a character NFC neither joins to its neighbours nor moves a mark
+    across, so the joined text normalizes window by window, and each window's NFC keeps its
+    own newlines (NFC makes and takes none), which tell where each one ends."""
+    joined = normalize("NFC", b"\n".join(windows).decode()).encode().split(b"\n")
+    if len(joined) == len(windows):  # no window holds a newline of its own
+        return joined
+    out, at = [], 0
+    for window in windows:
+        lines = window.count(b"\n") + 1
+        out.append(b"\n".join(joined[at : at + lines]))
+        at += lines
+    return out
