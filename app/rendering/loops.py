@@ -20,30 +20,20 @@ import jinja2
 from jinja2 import nodes
 from jinja2.visitor import NodeTransformer
 
+from app.rendering.pure_macros import (
+    FORBIDDEN,
+    IMPURE_FILTERS,
+    PURE_GLOBALS,
+    MacroEffects,
+    pure_macros,
+)
+
 RUNNER = "__toksplice_loop"
 ITEMS, LO, MARK = "__toksplice_items", "__toksplice_lo", "__toksplice_mark"
-_LOOP_ATTRS = frozenset({"index", "index0", "first", "last", "depth", "depth0"})
-_COMPARE = frozenset({"eq", "ne", "gt", "gteq", "lt", "lteq"})
-_PURE_GLOBALS = frozenset({"raise_exception", "namespace", "dict", "range"})
-_IMPURE_FILTERS = frozenset({"random"})
-_FORBIDDEN = (
-    nodes.Break,
-    nodes.Continue,
-    nodes.Macro,
-    nodes.CallBlock,
-    nodes.Include,
-    nodes.Import,
-    nodes.FromImport,
-    nodes.Extends,
-    nodes.Block,
-    nodes.Scope,
-    nodes.OverlayScope,
-    nodes.ContextReference,
-    nodes.DerivedContextReference,
-    nodes.ExtensionAttribute,
-    nodes.ImportedName,
-    nodes.InternalName,
+_LOOP_ATTRS = frozenset(
+    {"index", "index0", "first", "last", "depth", "depth0", "previtem", "nextitem"}
 )
+_COMPARE = frozenset({"eq", "ne", "gt", "gteq", "lt", "lteq"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +57,7 @@ class LoopPlan:
     indexed: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # name, (attr, offset)s
     written: tuple[tuple[str, tuple[str, ...]], ...]  # namespace name, attributes set
     thresholds: tuple[Threshold, ...]
+    macros: tuple[str, ...]  # the pure macros it calls (``app.rendering.pure_macros``)
     body: jinja2.Template  # one iteration, with ``loop`` and the item in its context
     tail: jinja2.Template  # the loop from an iteration on (see ``_plan``)
 
@@ -78,13 +69,15 @@ def plan_loops(
     runner (``RUNNER(k, iter, {name: value})``, which renders it), and the plans."""
     plans: list[LoopPlan] = []
     body: list[nodes.Node] = []
-    for stmt in statements:
-        plan = _plan(env, stmt) if isinstance(stmt, nodes.For) else None
+    macros, _ = pure_macros(statements, env.globals)
+    for i, stmt in enumerate(statements):
+        defined = {name: effects for name, (at, effects) in macros.items() if at < i}
+        plan = _plan(env, stmt, defined) if isinstance(stmt, nodes.For) else None
         if plan is None:
             body.append(stmt)
             continue
         assert isinstance(stmt, nodes.For)
-        names = plan.outer + tuple(name for name, _ in plan.indexed)
+        names = plan.outer + tuple(name for name, _ in plan.indexed) + plan.macros
         values = nodes.Dict([nodes.Pair(nodes.Const(n), nodes.Name(n, "load")) for n in names])
         call = nodes.Call(
             nodes.Name(RUNNER, "load"), [nodes.Const(len(plans)), stmt.iter, values], [], None, None
@@ -94,7 +87,9 @@ def plan_loops(
     return body, plans
 
 
-def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
+def _plan(
+    env: jinja2.Environment, loop: nodes.For, macros: dict[str, MacroEffects]
+) -> LoopPlan | None:
     if (
         loop.test is not None
         or loop.recursive
@@ -102,7 +97,7 @@ def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
         or not isinstance(loop.target, nodes.Name)
     ):
         return None
-    reads = _Reads(loop.target.name)
+    reads = _Reads(loop.target.name, macros)
     try:
         for stmt in loop.body:
             reads.visit(stmt, outer_loop=True)
@@ -144,6 +139,7 @@ def _plan(env: jinja2.Environment, loop: nodes.For) -> LoopPlan | None:
         indexed,
         tuple((n, tuple(sorted(a))) for n, a in sorted(written.items())),
         thresholds,
+        tuple(sorted(reads.called)),
         _compile(env, list(loop.body)),
         _compile(env, [tail]),
     )
@@ -158,7 +154,8 @@ def _compile(env: jinja2.Environment, statements: list[nodes.Node]) -> jinja2.Te
 class _FromLo(NodeTransformer):
     """Rewrites a planned body's reads of its own loop's attributes for a loop over the items
     from LO on: ``index0`` and ``index`` count from LO, ``first`` is ``index0 + LO == 0``;
-    ``last`` and ``depth`` are the same in both loops.  Inner loops' bodies read their own;
+    ``previtem`` is ``ITEMS[index0 + LO - 1]`` past the first item; ``nextitem``, ``last``
+    and ``depth`` are the same in both loops.  Inner loops' bodies read their own;
     their iterables, filters and else blocks read this one."""
 
     def visit_For(self, node: nodes.For) -> nodes.For:
@@ -176,6 +173,12 @@ class _FromLo(NodeTransformer):
         if node.attr == "first":
             index0 = nodes.Getattr(node.node, "index0", "load")
             return nodes.Compare(nodes.Add(index0, lo), [nodes.Operand("eq", nodes.Const(0))])
+        if node.attr == "previtem":
+            at = nodes.Add(nodes.Getattr(node.node, "index0", "load"), lo)
+            before = nodes.Getitem(nodes.Name(ITEMS, "load"), nodes.Sub(at, nodes.Const(1)), "load")
+            return nodes.CondExpr(
+                nodes.Compare(at, [nodes.Operand("gt", nodes.Const(0))]), before, node
+            )
         return node
 
 
@@ -186,8 +189,10 @@ class _NotPure(Exception):
 class _Reads:
     """Walks a loop body, collecting what it reads; raises ``_NotPure`` if it cannot tell."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, macros: dict[str, MacroEffects]) -> None:
         self.target = target
+        self.macros = macros
+        self.called: set[str] = set()
         self.names: set[str] = set()
         self.loop_attrs: set[str] = set()
         self.offsets: dict[str, set[tuple[str, int]]] = {}
@@ -199,7 +204,7 @@ class _Reads:
         self.thresholds: list[Threshold] = []
 
     def visit(self, node: nodes.Node, outer_loop: bool) -> None:
-        if isinstance(node, _FORBIDDEN):
+        if isinstance(node, FORBIDDEN):
             raise _NotPure
         if isinstance(node, nodes.For):
             if node.recursive:
@@ -261,11 +266,15 @@ class _Reads:
     def _generic(self, node: nodes.Node, outer_loop: bool) -> None:
         if isinstance(node, nodes.Call):
             callee = node.node
-            if isinstance(callee, nodes.Name) and callee.name not in _PURE_GLOBALS:
+            if (
+                isinstance(callee, nodes.Name)
+                and callee.name not in PURE_GLOBALS
+                and callee.name not in self.macros
+            ):
                 raise _NotPure
             if not isinstance(callee, nodes.Name | nodes.Getattr):
                 raise _NotPure
-        if isinstance(node, nodes.Filter | nodes.Test) and node.name in _IMPURE_FILTERS:
+        if isinstance(node, nodes.Filter | nodes.Test) and node.name in IMPURE_FILTERS:
             raise _NotPure
         for child in node.iter_child_nodes():
             self.visit(child, outer_loop)
@@ -274,6 +283,14 @@ class _Reads:
         if node.name == "loop" and outer_loop:
             raise _NotPure  # the loop object itself escapes
         if node.name == self.target or (node.name == "loop" and not outer_loop):
+            return
+        effects = self.macros.get(node.name)
+        if effects is not None:  # a call reads and writes what the macro does
+            self.called.add(node.name)
+            self.names |= effects.reads | {name for name, _ in effects.writes}
+            self.whole |= effects.reads
+            self.other_use |= effects.reads | {name for name, _ in effects.writes}
+            self.writes |= effects.writes
             return
         self.names.add(node.name)
         self.whole.add(node.name)

@@ -13,7 +13,9 @@ and (``LoopPlan``) it reads only
   prefix of this and the previous call's lists (prepared messages are reused, never
   mutated), and not negative (Python would wrap to the list's end);
 * ``loop.index``/``index0``/``first``/``depth``: functions of ``t``; ``loop.last``: the same
-  while ``t`` is below both calls' last index;
+  while ``t`` is below both calls' last index; ``loop.previtem``/``nextitem``: the items
+  ``t - 1`` (none for ``t = 0``) and ``t + 1`` (below both calls' last index), checked as the
+  item ``t`` is;
 * outer values and namespace attributes the loop does not write: equal at loop entry
   (type-exact fingerprints) and unchanged by the loop; thresholds: the comparison has the
   same outcome for ``t`` under the old and the new integer;
@@ -241,9 +243,13 @@ def _blocks(
     iterations after it replayable."""
     reads = _same_at(items, previous.items, owned)
     n = len(reads)
-    if "last" in plan.loop_attrs:
+    if "last" in plan.loop_attrs or "nextitem" in plan.loop_attrs:
         n = min(n, len(items) - 1, len(previous.items) - 1)
     ok = reads[: max(n, 0)]
+    if "previtem" in plan.loop_attrs:
+        ok[1:] = map(operator.and_, ok[1:], reads)
+    if "nextitem" in plan.loop_attrs:
+        ok = list(map(operator.and_, ok, reads[1:]))
     for (_, offsets), seq, old in zip(plan.indexed, lists, previous.lists, strict=True):
         same = reads if seq is items and old is previous.items else _same_at(seq, old, owned)
         for attr, offset in offsets:
@@ -328,20 +334,22 @@ def _attrs(space: Any) -> dict[str, Any]:
 
 
 def _render(plan: LoopPlan, items: list[Any], t: int, values: dict[str, Any]) -> str:
-    context = {**values, plan.target: items[t], "loop": _LoopView(t, len(items))}
-    return plan.body.render(context)
+    loop = _LoopView(t, items, plan.body.environment.undefined)
+    return plan.body.render({**values, plan.target: items[t], "loop": loop})
 
 
 class _LoopView:
     """The ``loop`` attributes a planned body may read, as jinja's ``LoopContext`` has them
     for a top-level, non-recursive loop."""
 
-    __slots__ = ("first", "index", "index0", "last")
+    __slots__ = ("first", "index", "index0", "last", "nextitem", "previtem")
     depth = 1
     depth0 = 0
 
-    def __init__(self, t: int, n: int) -> None:
+    def __init__(self, t: int, items: list[Any], undefined: type[Undefined]) -> None:
         self.index0 = t
         self.index = t + 1
         self.first = t == 0
-        self.last = t == n - 1
+        self.last = t == len(items) - 1
+        self.previtem = undefined("there is no previous item") if self.first else items[t - 1]
+        self.nextitem = undefined("there is no next item") if self.last else items[t + 1]

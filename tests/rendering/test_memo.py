@@ -70,6 +70,23 @@ TEXT_THRESHOLD = (
     "{{ loop.index0|string > ns.q }}{{ m.role }}{% endfor %}"
 )
 
+# A macro that reads an outer value and counts in an outer namespace (its effects are the
+# loop's reads and writes), another that calls it, and one with its own namespace.
+MACROS = (
+    "{% set ns = namespace(n=0) %}{% macro count(m) %}{% if m.role == 'user' %}"
+    "{% set ns.n = ns.n + 1 %}{% endif %}{{ ns.n }}{{ tools is none }}{% endmacro %}"
+    "{% macro both(m) %}({{ count(m) }}){% endmacro %}"
+    "{% macro own(text) %}{% set mine = namespace(k=0) %}{% for c in text %}"
+    "{% set mine.k = mine.k + 1 %}{% endfor %}{{ mine.k }}{% endmacro %}"
+    "{% for m in messages %}{{ both(m) }}{{ own(m.content or '') }}{{ m.role }};{% endfor %}"
+)
+# The neighbouring items, as ``loop`` gives them.
+NEIGHBOUR_ITEMS = (
+    "{% for m in messages %}{{ loop.previtem.role if loop.previtem }}"
+    "{{ loop.previtem.content if loop.previtem }}<{{ m.role }}>"
+    "{{ loop.nextitem.content if not loop.last }};{% endfor %}"
+)
+
 
 @functools.cache
 def qwen3() -> ChatTemplate:
@@ -89,6 +106,8 @@ def templates() -> list[ChatTemplate]:
         ChatTemplate(NEIGHBOURS),
         ChatTemplate(STATE_FROM_LAST),
         ChatTemplate(OPTIONS),
+        ChatTemplate(MACROS),
+        ChatTemplate(NEIGHBOUR_ITEMS),
     ]
 
 
@@ -174,11 +193,11 @@ def test_a_tail_renders_its_iterations_without_walking_those_before(
 ) -> None:
     """The tail from iteration ``lo`` loops over the items from ``lo`` on (a long
     conversation's tail costs its own iterations, not the whole loop's), and its body reads the
-    whole loop's ``index0``/``index``/``first``/``last``; an inner loop's body reads its own,
-    its filter and else block the outer loop's."""
+    whole loop's ``index0``/``index``/``first``/``last``/``previtem``/``nextitem``; an inner
+    loop's body reads its own, its filter and else block the outer loop's."""
     source = (
         "{% for m in messages %}{{ loop.index0 }}:{{ loop.index }}:{{ loop.first }}:"
-        "{{ loop.last }}:{{ m }}" + inner + ";{% endfor %}"
+        "{{ loop.last }}:{{ loop.previtem }}:{{ loop.nextitem }}:{{ m }}" + inner + ";{% endfor %}"
     )
     plan = ChatTemplate(source)._variant(False).plans[0]
     items = [f"m{t}" for t in range(lo + extra + 1)]
@@ -188,9 +207,13 @@ def test_a_tail_renders_its_iterations_without_walking_those_before(
     assert pieces == [piece + ";" for piece in whole.split(";")[lo:-1]]
 
 
-def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
+def check_session(
+    sent: list[dict[str, Any]], edits: list[Any], chosen: list[ChatTemplate] | None = None
+) -> None:
     """Renders each step's conversation in session "s", interleaved with a second session
-    "t" of the same cache that keeps growing the starting conversation."""
+    "t" of the same cache that keeps growing the starting conversation (with ``chosen``, or
+    every template of ``templates``)."""
+    chosen = templates() if chosen is None else chosen
     options: dict[str, Any] = {"tools": None, "thinking": None, "agp": True}
     memos: Slot[RenderMemos] = SessionRegistry(1 << 30).slot("render")
     cache = RenderCache(memos)
@@ -200,8 +223,8 @@ def check_session(sent: list[dict[str, Any]], edits: list[Any]) -> None:
             options = {"tools": step[1], "thinking": step[2], "agp": step[3]}
         kwargs = {} if options["thinking"] is None else {"enable_thinking": options["thinking"]}
         other = [*other, *agent_call(len(other), user_turn=len(other) % 3 == 0)]
-        renders = [(v, t, "s") for v in apply(sent, step) for t in templates()]
-        for version, template, session in [*renders, *((other, t, "t") for t in templates())]:
+        renders = [(v, t, "s") for v in apply(sent, step) for t in chosen]
+        for version, template, session in [*renders, *((other, t, "t") for t in chosen)]:
             fresh = outcome(
                 template,
                 version,
@@ -349,7 +372,23 @@ def test_unplannable_loops_render_plainly() -> None:
         "{% for m in messages %}{{ loop.revindex }}{% endfor %}",
         "{% for m in messages %}{{ messages|length }}{% endfor %}",
         "{% for m in messages %}{% if loop.first %}{% break %}{% endif %}{% endfor %}",
-        "{% macro f(x) %}{{ x }}{% endmacro %}{% for m in messages %}{{ f(m) }}{% endfor %}",
+        # macros whose effects the memo cannot list (app.rendering.pure_macros)
+        "{% macro f(x) %}{{ strftime_now('%Y') }}{% endmacro %}"
+        "{% for m in messages %}{{ f(m) }}{% endfor %}",
+        "{% set ns = namespace(a=0) %}{% macro f(n) %}{% set n.a = 1 %}{% endmacro %}"
+        "{% for m in messages %}{{ f(ns) }}{% endfor %}",
+        "{% macro f(x) %}{% if x is none %}{{ caller() }}{% endif %}{% endmacro %}"
+        "{% for m in messages %}{{ f(m) }}{% endfor %}",
+        "{% macro f(x) %}{{ varargs }}{% endmacro %}{% for m in messages %}{{ f(m) }}{% endfor %}",
+        "{% macro f(x) %}{{ loop is defined }}{% endmacro %}"
+        "{% for m in messages %}{{ f(m) }}{% endfor %}",
+        "{% macro f(x) %}{{ x }}{% endmacro %}{% macro f(x) %}{{ x }}!{% endmacro %}"
+        "{% for m in messages %}{{ f(m) }}{% endfor %}",
+        "{% if 1 %}{% macro f(x) %}{{ x }}{% endmacro %}{% endif %}"
+        "{% for m in messages %}{{ f(m) }}{% endfor %}",
+        "{% macro f(x) %}{{ x }}{% endmacro %}{% macro g(x) %}{{ h(x) }}{% endmacro %}"
+        "{% macro h(x) %}{{ strftime_now('%Y') }}{% endmacro %}"
+        "{% for m in messages %}{{ f(m) }}{{ g(m) }}{% endfor %}",
         "{% for m in messages if m.role %}{{ m }}{% endfor %}",
         "{% for m in messages %}{{ m }}{% else %}none{% endfor %}",
         "{% for m in messages %}{{ loop }}{% endfor %}",
