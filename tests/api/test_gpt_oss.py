@@ -32,18 +32,9 @@ from app.protocol.responses_request import chat_body
 from app.rendering import ChatTemplate
 from app.tools import assets as app_assets
 from tests.api.servers import serving
+from tests.protocol.output.helpers import HARMONY_MARKERS
 
 MODEL = "m"
-MARKERS = (
-    "<|start|>",
-    "<|end|>",
-    "<|message|>",
-    "<|channel|>",
-    "<|constrain|>",
-    "<|return|>",
-    "<|call|>",
-    "<|endoftext|>",
-)
 CALL, RETURN = 200012, 200002
 ANSWER = (
     "<|channel|>analysis<|message|>The user wants Paris's weather; call the tool.<|end|>"
@@ -242,7 +233,7 @@ def streamed(http: httpx.Client, path: str, body: dict[str, Any]) -> list[dict[s
 
 def no_markers(payload: Any) -> None:
     text = orjson.dumps(payload).decode()
-    assert not [m for m in MARKERS if m in text], text
+    assert not [m for m in HARMONY_MARKERS if m in text], text
 
 
 # --- out: harmony to the client's fields ---------------------------------------------------
@@ -279,7 +270,7 @@ def test_each_upstream_s_harmony_answer_reaches_chat_as_fields(
     no_markers(chunks)
     asked = upstream.requests[0]
     if dialect == "llamacpp":
-        assert set(MARKERS[:7]) <= set(asked["preserved_tokens"])
+        assert set(HARMONY_MARKERS[:7]) <= set(asked["preserved_tokens"])
     else:
         params = asked if dialect == "vllm-completions" else asked["sampling_params"]
         assert params["stop_token_ids"] == [CALL, RETURN]

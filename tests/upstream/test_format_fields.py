@@ -34,15 +34,6 @@ from tests.upstream.server_schemas import errors as schema_errors
 
 SCHEMA = json.loads(FIXTURE.read_text())
 
-HARMONY = (
-    "<|start|>",
-    "<|end|>",
-    "<|message|>",
-    "<|channel|>",
-    "<|constrain|>",
-    "<|return|>",
-    "<|call|>",
-)
 STOPS = (200012, 200002)  # <|call|>, <|return|> in o200k_harmony
 SKIPPING = {"skip_special_tokens", "spaces_between_special_tokens"}
 
@@ -65,7 +56,7 @@ def body(dialect: str, call: UpstreamCall) -> dict[str, Any]:
 
 
 def test_vllm_completions_keeps_special_tokens_unspaced_and_stops_at_the_format_s() -> None:
-    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+    for call in calls(special_tokens=SPECIAL_TOKENS, stop_token_ids=STOPS):
         sent = body("vllm-completions", call)
         assert schema_errors(SCHEMA, "CompletionRequest", sent) == [], sent
         assert sent["skip_special_tokens"] is False
@@ -78,7 +69,7 @@ def test_vllm_completions_keeps_special_tokens_unspaced_and_stops_at_the_format_
 def test_vllm_generate_stops_at_the_format_s_tokens_and_leaves_detokenizing_to_us() -> None:
     """Its answer is ids (the proxy detokenizes, keeping special tokens itself): only the
     stop tokens are asked for."""
-    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+    for call in calls(special_tokens=SPECIAL_TOKENS, stop_token_ids=STOPS):
         sent = body("vllm-generate", call)
         assert schema_errors(SCHEMA, "GenerateRequest", sent) == [], sent
         assert sent["sampling_params"]["stop_token_ids"] == list(STOPS)
@@ -108,7 +99,7 @@ def sglang_api(assets: dict[str, Path]) -> ModuleType:
 
 
 def test_sglang_decodes_the_fields_as_sglang_does(sglang_api: ModuleType) -> None:
-    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+    for call in calls(special_tokens=SPECIAL_TOKENS, stop_token_ids=STOPS):
         params = sglang_api.GenerateRequest.from_json_value(body("sglang", call)).sampling_params
         assert params.skip_special_tokens is False
         assert params.spaces_between_special_tokens is False
@@ -120,23 +111,23 @@ def test_sglang_decodes_the_fields_as_sglang_does(sglang_api: ModuleType) -> Non
 
 @pytest.mark.parametrize("dialect", ["llamacpp", "llamacpp-completion"])
 def test_llamacpp_is_told_the_tokens_to_keep(dialect: str) -> None:
-    for call in calls(special_tokens=HARMONY, stop_token_ids=STOPS):
+    for call in calls(special_tokens=SPECIAL_TOKENS, stop_token_ids=STOPS):
         sent = body(dialect, call)
-        assert sent["preserved_tokens"] == list(HARMONY)
+        assert sent["preserved_tokens"] == list(SPECIAL_TOKENS)
         assert not (SKIPPING | {"stop_token_ids"}) & set(sent)  # fields it does not have
     for call in calls():
         assert "preserved_tokens" not in body(dialect, call)
 
 
 def test_vllm_chat_is_left_to_its_own_parsers() -> None:
-    call = next(calls(special_tokens=HARMONY, stop_token_ids=STOPS))
+    call = next(calls(special_tokens=SPECIAL_TOKENS, stop_token_ids=STOPS))
     call = UpstreamCall(
         model="m",
         prompt=call.prompt,
         sampling=call.sampling,
         stream=False,
         chat_body={"messages": [{"role": "user", "content": "Hi"}]},
-        special_tokens=HARMONY,
+        special_tokens=SPECIAL_TOKENS,
         stop_token_ids=STOPS,
     )
     assert not (SKIPPING | {"stop_token_ids"}) & set(body("vllm-chat", call))

@@ -13,10 +13,30 @@ from app.protocol.output import ChatDelta, ChoiceParser, ParsedOutput, output_pa
 
 MARKUP = re.compile(r"\s|<think>|</think>|<tool_call>|</tool_call>")
 
+HARMONY_MARKERS = (
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|channel|>",
+    "<|constrain|>",
+    "<|return|>",
+    "<|call|>",
+    "<|endoftext|>",
+)
+"""gpt-oss's harmony markers and its end of text, spelled out here rather than taken from
+the parser under test."""
+
 
 def counting_ids() -> Callable[[], str]:
     counter = itertools.count()
     return lambda: f"call_{next(counter):04x}"
+
+
+def one_tool(name: str, **properties: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's ``tools``: the function ``name``, its parameters ``properties`` (each a
+    parameter's name and JSON schema)."""
+    parameters = {"type": "object", "properties": properties}
+    return [{"type": "function", "function": {"name": name, "parameters": parameters}}]
 
 
 def make_parser(

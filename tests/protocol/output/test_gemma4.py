@@ -8,26 +8,13 @@ from typing import Any
 import pytest
 
 from app.protocol.output import FORMATS, ChoiceParser, ParsedOutput, ToolCall
-from tests.protocol.output.helpers import make_parser, parsed, stream
+from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
 from tests.protocol.output.splits import assert_every_split
 
 Q = '<|"|>'
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "location": {"type": "string"},
-                    "zip": {"type": "string"},
-                    "days": {"type": "integer"},
-                },
-            },
-        },
-    }
-]
+TOOLS = one_tool(
+    "get_weather", location={"type": "string"}, zip={"type": "string"}, days={"type": "integer"}
+)
 
 
 def gemma(**options: Any) -> ChoiceParser:

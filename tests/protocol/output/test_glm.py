@@ -9,27 +9,17 @@ import pytest
 
 from app.generation import ToolFormat
 from app.protocol.output import ChoiceParser, ParsedOutput, ToolCall, output_parser
-from tests.protocol.output.helpers import make_parser, parsed, stream
+from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
 from tests.protocol.output.splits import assert_every_split
 
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "days": {"type": "integer"},
-                    "units": {"type": ["string", "null"]},
-                    "options": {"type": "object"},
-                    "when": {"type": "array"},
-                },
-            },
-        },
-    }
-]
+TOOLS = one_tool(
+    "get_weather",
+    city={"type": "string"},
+    days={"type": "integer"},
+    units={"type": ["string", "null"]},
+    options={"type": "object"},
+    when={"type": "array"},
+)
 
 
 def glm(fmt: ToolFormat = "glm47", **options: Any) -> ChoiceParser:

@@ -19,17 +19,12 @@ from app.protocol.output import ParsedOutput, ToolCall
 from app.protocol.output.harmony import SPECIAL_TOKENS, HarmonyParser
 from app.protocol.output.interface import ParserOptions
 from app.protocol.output.marker_free import marker_free
-from tests.protocol.output.helpers import counting_ids, parsed, split_at, stream
-
-MARKERS = (
-    "<|start|>",
-    "<|end|>",
-    "<|message|>",
-    "<|channel|>",
-    "<|constrain|>",
-    "<|return|>",
-    "<|call|>",
-    "<|endoftext|>",
+from tests.protocol.output.helpers import (
+    HARMONY_MARKERS,
+    counting_ids,
+    parsed,
+    split_at,
+    stream,
 )
 
 
@@ -227,7 +222,7 @@ def test_parse_and_feed_refuse_misuse() -> None:
 # --- properties over arbitrary text --------------------------------------------------------
 
 FRAGMENTS = [
-    *MARKERS,
+    *HARMONY_MARKERS,
     "<|",
     "|>",
     "<|ch",
@@ -280,6 +275,6 @@ def test_any_chunking_folds_to_parse(
     shown = marker_free(harmony(**options), SPECIAL_TOKENS).parse(text)
     assert shown.tool_calls == whole.tool_calls
     for value in (shown.content or "", shown.reasoning_content or ""):
-        assert not any(marker in value for marker in MARKERS), (text, value)
+        assert not any(marker in value for marker in HARMONY_MARKERS), (text, value)
     for call in whole.tool_calls:
         assert isinstance(json.loads(call.arguments), dict)

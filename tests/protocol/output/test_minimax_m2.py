@@ -8,26 +8,16 @@ from typing import Any
 import pytest
 
 from app.protocol.output import ChoiceParser, ParsedOutput, ToolCall
-from tests.protocol.output.helpers import make_parser, parsed, stream
+from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
 from tests.protocol.output.splits import assert_every_split
 
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "search",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string"},
-                    "limit": {"type": "integer"},
-                    "filters": {"type": "object"},
-                    "exact": {"type": "boolean"},
-                },
-            },
-        },
-    }
-]
+TOOLS = one_tool(
+    "search",
+    query={"type": "string"},
+    limit={"type": "integer"},
+    filters={"type": "object"},
+    exact={"type": "boolean"},
+)
 OPEN, CLOSE = "<minimax:tool_call>", "</minimax:tool_call>"
 
 

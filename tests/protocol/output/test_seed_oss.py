@@ -6,21 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from app.protocol.output import ChoiceParser, ParsedOutput, ToolCall
-from tests.protocol.output.helpers import make_parser, parsed, stream
+from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
 from tests.protocol.output.splits import assert_every_split
 
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "run",
-            "parameters": {
-                "type": "object",
-                "properties": {"cmd": {"type": "string"}, "timeout": {"type": "number"}},
-            },
-        },
-    }
-]
+TOOLS = one_tool("run", cmd={"type": "string"}, timeout={"type": "number"})
 
 
 def seed(**options: Any) -> ChoiceParser:
