@@ -23,15 +23,37 @@ from tests.protocol.output.helpers import make_parser, parsed, split_at, stream
 JSON_PIECES = ['{"a": 1}', '{"s": "x\\"y"}', "{", "}", "[", "]", '"', "\\", ",", ";", ":", "1"]
 PROSE = ["\n", " ", "\n\n", "a", "Zé", "😀", "<", "|", "｜"]
 
+KIMI_K2 = (
+    "<think>",
+    "</think>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_call_argument_begin|>",
+)
+DEEPSEEK_V31 = (
+    "<think>",
+    "</think>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+)
+MISTRAL = (
+    "[THINK]",
+    "[/THINK]",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "a1B2c3D4e",
+)
+"""Each format's markers (Mistral's with a call id), spelled out here."""
+
 FRAGMENTS: dict[ToolFormat, list[str]] = {
     "kimi_k2": [
-        "<think>",
-        "</think>",
-        "<|tool_calls_section_begin|>",
-        "<|tool_calls_section_end|>",
-        "<|tool_call_begin|>",
-        "<|tool_call_end|>",
-        "<|tool_call_argument_begin|>",
+        *KIMI_K2,
         "functions.f:0",
         "functions.get_weather:12",
         "<|tool_",
@@ -41,13 +63,7 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
         '{"x": "<|tool_calls_section_end|>"}<|tool_call_end|><|tool_calls_section_end|>',
     ],
     "deepseek_v31": [
-        "<think>",
-        "</think>",
-        "<｜tool▁calls▁begin｜>",
-        "<｜tool▁calls▁end｜>",
-        "<｜tool▁call▁begin｜>",
-        "<｜tool▁call▁end｜>",
-        "<｜tool▁sep｜>",
+        *DEEPSEEK_V31,
         "get_weather",
         "f",
         "<｜tool▁",
@@ -56,12 +72,7 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
         "<｜tool▁calls▁end｜>",
     ],
     "mistral": [
-        "[THINK]",
-        "[/THINK]",
-        "[TOOL_CALLS]",
-        "[ARGS]",
-        "[CALL_ID]",
-        "a1B2c3D4e",
+        *MISTRAL,
         "[TOOL_",
         "[AR",
         "get_weather",
@@ -99,35 +110,9 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
     ],
 }
 MARKERS: dict[ToolFormat, tuple[str, ...]] = {
-    "kimi_k2": (
-        "<think>",
-        "</think>",
-        "<|tool_calls_section_begin|>",
-        "<|tool_calls_section_end|>",
-        "<|tool_call_begin|>",
-        "<|tool_call_end|>",
-        "<|tool_call_argument_begin|>",
-        "functions",
-    ),
-    "deepseek_v31": (
-        "<think>",
-        "</think>",
-        "<｜tool▁calls▁begin｜>",
-        "<｜tool▁calls▁end｜>",
-        "<｜tool▁call▁begin｜>",
-        "<｜tool▁call▁end｜>",
-        "<｜tool▁sep｜>",
-    ),
-    "mistral": (
-        "[THINK]",
-        "[/THINK]",
-        "[TOOL_CALLS]",
-        "[ARGS]",
-        "[CALL_ID]",
-        "a1B2c3D4e",
-        "name",
-        "arguments",
-    ),
+    "kimi_k2": (*KIMI_K2, "functions"),
+    "deepseek_v31": DEEPSEEK_V31,
+    "mistral": (*MISTRAL, "name", "arguments"),
     "llama3_json": ("<|python_tag|>", "name", "parameters", "arguments", "type", "function"),
     "pythonic": ("<|python_start|>", "<|python_end|>"),
 }
