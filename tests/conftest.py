@@ -8,6 +8,7 @@ import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from tokenizers import Tokenizer
@@ -57,6 +58,16 @@ def reference(assets: dict[str, Path]) -> Callable[[str], Tokenizer]:
         return Tokenizer.from_file(str(assets[name]))
 
     return load
+
+
+@pytest.fixture(scope="session")
+def sglang_api(assets: dict[str, Path]) -> ModuleType:
+    """SGLang's generated API types (msgspec), loaded from the pinned wheel's file alone."""
+    spec = importlib.util.spec_from_file_location("sglang_api_types", assets["sglang_api"])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ source, SGLang's own decoder) and, for llama.cpp, against the real server over H
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,16 +85,6 @@ def test_vllm_declares_the_fields_with_these_defaults() -> None:
         assert "stop_token_ids" in SCHEMA[model]
     assert SCHEMA["CompletionRequest"]["skip_special_tokens"]["default"] is None
     assert SCHEMA["SamplingParams"]["skip_special_tokens"]["default"] is True
-
-
-@pytest.fixture(scope="module")
-def sglang_api(assets: dict[str, Path]) -> ModuleType:
-    """SGLang's generated API types (msgspec), loaded from the pinned wheel's file alone."""
-    spec = importlib.util.spec_from_file_location("sglang_api_types", assets["sglang_api"])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_sglang_decodes_the_fields_as_sglang_does(sglang_api: ModuleType) -> None:

@@ -12,7 +12,6 @@ the proxy to the text and usage the client should see.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -141,16 +140,6 @@ def test_vllm_stop_reason_is_a_string_or_a_token_id(stop_reason: Any, stop: str 
 
 
 # --- SGLang ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def sglang_api(assets: dict[str, Path]) -> ModuleType:
-    """SGLang's generated API types, loaded from the wheel's file alone."""
-    spec = importlib.util.spec_from_file_location("sglang_api_types", assets["sglang_api"])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_sglang_body_decodes_as_sglang_does(sglang_api: ModuleType) -> None:
