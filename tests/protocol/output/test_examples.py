@@ -16,7 +16,7 @@ from app.protocol.output import (
     ToolCallDelta,
     output_parser,
 )
-from tests.protocol.output.helpers import make_parser, parsed, stream
+from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
 
 QWEN3_TURN = (
     "<think>\nThe user wants the weather in two cities. I'll call the tool twice.\n</think>\n\n"
@@ -210,27 +210,17 @@ def test_tool_call_is_emitted_at_its_closing_tag() -> None:
 
 # --- Qwen3-Coder -------------------------------------------------------------------------
 
-CODER_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "edit",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "line": {"type": "integer"},
-                    "scale": {"type": "number"},
-                    "dry_run": {"type": "boolean"},
-                    "opts": {"type": "object"},
-                    "tags": {"type": "array"},
-                    "limit": {"type": ["integer", "null"]},
-                    "mode": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
-                },
-            },
-        },
-    }
-]
+CODER_TOOLS = one_tool(
+    "edit",
+    path={"type": "string"},
+    line={"type": "integer"},
+    scale={"type": "number"},
+    dry_run={"type": "boolean"},
+    opts={"type": "object"},
+    tags={"type": "array"},
+    limit={"type": ["integer", "null"]},
+    mode={"anyOf": [{"type": "integer"}, {"type": "string"}]},
+)
 
 
 def coder_call(params: dict[str, str], name: str = "edit") -> str:

@@ -15,20 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.generation import ToolFormat
-from tests.protocol.output.helpers import make_parser, parsed, render, split_at, squash, stream
+from tests.protocol.output.helpers import (
+    make_parser,
+    one_tool,
+    parsed,
+    render,
+    split_at,
+    squash,
+    stream,
+)
 
-CODER_TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "f",
-            "parameters": {
-                "type": "object",
-                "properties": {"x": {"type": "string"}, "n": {"type": "integer"}},
-            },
-        },
-    }
-]
+CODER_TOOLS = one_tool("f", x={"type": "string"}, n={"type": "integer"})
 
 FRAGMENTS = [
     "<think>", "</think>", "<tool_call>", "</tool_call>", "<", "</", "<tool_", "</thi", "<th",

@@ -19,23 +19,12 @@ from hypothesis import strategies as st
 
 from app.generation import ToolFormat
 from app.protocol.output import ChatDelta
-from tests.protocol.output.helpers import make_parser, parsed, split_at, stream
+from tests.protocol.output.helpers import make_parser, one_tool, parsed, split_at, stream
 
 D = "｜DSML｜"
 Q = '<|"|>'
 PROSE = ["\n", " ", "a", "Zé", "😀", "<", ">", "/", '"', "=", "{", "}", ",", ":", "1", "true"]
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "f",
-            "parameters": {
-                "type": "object",
-                "properties": {"x": {"type": "string"}, "n": {"type": "integer"}},
-            },
-        },
-    }
-]
+TOOLS = one_tool("f", x={"type": "string"}, n={"type": "integer"})
 
 FRAGMENTS: dict[ToolFormat, list[str]] = {
     "glm45": [
