@@ -108,6 +108,11 @@ def _plan(
     indexed_names = set(reads.offsets) - reads.other_use
     indexed = tuple((name, tuple(sorted(reads.offsets[name]))) for name in sorted(indexed_names))
     outer = tuple(sorted(reads.names - indexed_names - set(env.globals)))
+    iterated = {n.name for n in loop.iter.find_all(nodes.Name)}
+    if isinstance(loop.iter, nodes.Name):
+        iterated.add(loop.iter.name)
+    if iterated & set(outer):
+        return None  # every iteration reads the whole list it walks, which every call extends
     thresholds = tuple(
         t
         for t in reads.thresholds

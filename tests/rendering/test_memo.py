@@ -372,6 +372,9 @@ def test_unplannable_loops_render_plainly() -> None:
         "{% for m in messages %}{{ loop.revindex }}{% endfor %}",
         "{% for m in messages %}{{ messages|length }}{% endfor %}",
         "{% for m in messages %}{% if loop.first %}{% break %}{% endif %}{% endfor %}",
+        # the whole list walked, read by every iteration
+        "{% for m in messages %}{{ messages[loop.index:] }}{% endfor %}",
+        "{% for i in range(messages|length) %}{{ messages[i] }}{% endfor %}",
         # macros whose effects the memo cannot list (app.rendering.pure_macros)
         "{% macro f(x) %}{{ strftime_now('%Y') }}{% endmacro %}"
         "{% for m in messages %}{{ f(m) }}{% endfor %}",

@@ -1,0 +1,84 @@
+"""Continuation render time per model's real chat template, memoized against a full render.
+
+    .venv/bin/python loadtest/bench_render_models.py [--chars 100000] [--calls 8] [--seeds 3]
+                                                     [--models qwen3-coder,gpt-oss,...]
+
+For each model of ``bench_models.MODELS`` (its template file with its tokenizer's special
+tokens), ``--seeds`` agent sessions in the model's shape (``bench_models``' bodies: the call
+just under ``--chars`` characters, then ``--calls`` continuations) are rendered call after call
+in one session of a ``RenderCache`` (``memo``: what the proxy does) and each call also without
+one (``full``: a fresh render, which is what a template whose loops the memo cannot replay
+costs). Every memoized result is checked against the full one. Printed per model: the p50 of
+the continuations' render times both ways, and how many of the last call's loop iterations
+were replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.rendering import ChatTemplate, RenderCache
+from app.sessions.registry import SessionRegistry
+from loadtest.bench_models import MODELS, _files
+from loadtest.replay import _timed_bodies
+
+MACRO_TEMPLATES = "qwen3-coder,qwen3.5,glm-4.7,gpt-oss,minimax-m2,gemma-4"
+
+
+def bench(name: str, chars: int, calls: int, seeds: int) -> str:
+    model = MODELS[name]
+    folder, template_file = _files(model)
+    if template_file is None:
+        template = ChatTemplate.load(folder)
+    else:
+        template = ChatTemplate.load(template_file, tokenizer_file=folder / "tokenizer.json")
+    times: dict[str, list[float]] = {"memo": [], "full": []}
+    replayed = ""
+    for seed in range(seeds):
+        bodies = _timed_bodies(seed + 11, chars, calls, False, "chat", model.shape)[0]
+        cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
+        for k, raw in enumerate(bodies):
+            body = json.loads(raw)
+            t0 = time.perf_counter()
+            got = template.render(body["messages"], tools=body["tools"], cache=cache, session="s")
+            t1 = time.perf_counter()
+            body = json.loads(raw)
+            t2 = time.perf_counter()
+            full = template.render(body["messages"], tools=body["tools"])
+            t3 = time.perf_counter()
+            if got != full:
+                raise SystemExit(f"{name}: the memoized render differs from the full one")
+            if k:  # the first call of a session warms the memo
+                times["memo"].append(t1 - t0)
+                times["full"].append(t3 - t2)
+        memos = cache._memos.get("s") or {}
+        runs = [run for memo in memos.values() for run in memo.runs.values()]
+        replayed = ", ".join(f"{run.replayed}/{len(run.items)}" for run in runs) or "none"
+    memo, full = (statistics.median(times[k]) * 1e3 for k in ("memo", "full"))
+    return (
+        f"{name:18s} continuation render p50: memo {memo:6.2f} ms, full {full:6.2f} ms "
+        f"({len(times['memo'])} calls, {len(got):,} chars; last call's loops replayed "
+        f"{replayed})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chars", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--models", default=MACRO_TEMPLATES, help="names of bench_models.MODELS")
+    args = parser.parse_args()
+    for name in args.models.split(","):
+        print(bench(name, args.chars, args.calls, args.seeds), flush=True)
+
+
+if __name__ == "__main__":
+    main()
