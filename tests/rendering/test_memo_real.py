@@ -1,7 +1,7 @@
-"""The render memo is exact on the real templates whose loops call macros (Qwen3-Coder,
-Qwen3.5, GLM-4.7, gpt-oss, MiniMax M2, Gemma 4): a memoized render equals a fresh one over
-generated agent sessions (tools, tool calls and results, reasoning, several turns, edits),
-and the loops it replays are those ``app.rendering.pure_macros`` lets it plan."""
+"""The render memo is exact on every pinned real template (those whose loops call macros:
+Qwen3-Coder, Qwen3.5, GLM-4.7, gpt-oss, MiniMax M2, Gemma 4, among them): a memoized render
+equals a fresh one over generated agent sessions (tools, tool calls and results, reasoning,
+several turns, edits, option changes)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from app.rendering import ChatTemplate, RenderCache, replay
 from app.sessions.registry import SessionRegistry
-from app.tools import assets
+from app.tools import assets, model_pins
 from tests.rendering.strategies import TOOLS, conversation
 from tests.rendering.test_memo import agent_call, check_session, edit, outcome, session_memo
 
@@ -40,7 +40,7 @@ def real(stem: str) -> ChatTemplate:
     )
 
 
-@pytest.mark.parametrize("stem", MACRO_TEMPLATES)
+@pytest.mark.parametrize("stem", sorted(model_pins.TEMPLATES))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     conv=conversation(),
