@@ -114,8 +114,10 @@ def _bound_names(statements: list[nodes.Node]) -> list[str]:
 def _analyse(macro: nodes.Macro, macros: frozenset[str]) -> tuple[MacroEffects, frozenset[str]]:
     """The macro's own effects and the macros it calls; ``Refused`` if it cannot tell."""
     walk = _Walk(macros, frozenset(a.name for a in macro.args))
-    for default in macro.defaults:  # evaluated where the macro is defined: no locals
+    for default in macro.defaults:
         walk.expr(default, {})
+        if walk.reads or walk.calls:  # evaluated where the macro is defined, not where called
+            raise Refused("a default value reads a name")
     walk.block(macro.body, {a.name: False for a in macro.args})
     return MacroEffects(frozenset(walk.reads), frozenset(walk.writes)), frozenset(walk.calls)
 

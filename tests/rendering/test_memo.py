@@ -376,6 +376,8 @@ def test_unplannable_loops_render_plainly() -> None:
         "{% for m in messages %}{{ messages[loop.index:] }}{% endfor %}",
         "{% for i in range(messages|length) %}{{ messages[i] }}{% endfor %}",
         # macros whose effects the memo cannot list (app.rendering.pure_macros)
+        "{% set x = tools %}{% macro f(a=x) %}{{ a }}{% endmacro %}{% set x = 1 %}"
+        "{% for m in messages %}{{ f() }}{% endfor %}",
         "{% macro f(x) %}{{ strftime_now('%Y') }}{% endmacro %}"
         "{% for m in messages %}{{ f(m) }}{% endfor %}",
         "{% set ns = namespace(a=0) %}{% macro f(n) %}{% set n.a = 1 %}{% endmacro %}"
