@@ -1,12 +1,13 @@
 """Static analysis: which top-level ``{% for %}`` loops of a template can be replayed.
 
 A loop qualifies when its body provably reads nothing but: the item, the ``loop`` attributes
-``index``/``index0``/``first``/``last``/``depth``/``depth0``, outer names (including
-namespaces, whose written attributes are tracked as loop state), elements of outer lists at
-``loop.index0 + c`` / ``loop.index + c`` / a constant ``c``, and pure globals and filters
-(see ``_Reads``). Then an iteration's output and namespace writes are a function of those
-inputs alone, which is what ``app.rendering.replay`` relies on to replay unchanged runs of
-iterations. A namespace attribute that the body never writes and reads only as
+``index``/``index0``/``first``/``last``/``depth``/``depth0``/``previtem``/``nextitem``, outer
+names (including namespaces, whose written attributes are tracked as loop state), elements of
+outer lists at ``loop.index0 + c`` / ``loop.index + c`` / a constant ``c``, pure globals and
+filters (see ``_Reads``), and pure macros, whose reads and writes count as the loop's
+(``app.rendering.pure_macros``). Then an iteration's output and namespace writes are a
+function of those inputs alone, which is what ``app.rendering.replay`` relies on to replay
+unchanged runs of iterations. A namespace attribute that the body never writes and reads only as
 ``loop.index0 OP ns.attr`` (Qwen3's ``loop.index0 > ns.last_query_index``) is a
 ``Threshold``: iterations depend on it only through that comparison's outcome.
 """

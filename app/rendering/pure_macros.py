@@ -10,8 +10,9 @@ loop's own reads and writes. A macro qualifies when that list is complete: it is
 at top level, under a name nothing else binds; it calls only pure globals, methods (the sandbox
 refuses mutating ones) and other qualifying macros; it sets attributes only on its own
 ``namespace()`` objects or on free names (never on a parameter: a caller's namespace); it reads
-no ``caller``, ``varargs``, ``kwargs`` or ``loop`` outside its own loops; and it holds none of
-the nodes a loop body may not hold.
+no ``caller``, ``varargs``, ``kwargs`` or ``loop`` outside its own loops, and no name in its
+parameters' defaults (evaluated where it is defined); and it holds none of the nodes a loop
+body may not hold.
 """
 
 from __future__ import annotations
