@@ -20,15 +20,17 @@ Adding a format (the contract, ``interface.py``):
   ``decode(block, schemas)``: the block's calls as ``(name, arguments JSON)`` pairs (a
   section may hold several), or None when malformed; ``other_closes`` for variant closing
   markers. Building blocks: ``scanning.ValueSkippingEnd`` (the scanner of XML-like formats
-  with bare-text values), ``invokes`` (sections of ``invoke`` elements), ``marker_sections``
-  (sections of marker tokens around JSON arguments).
+  with bare-text values), ``invokes`` (sections of ``invoke`` elements:
+  ``InvokeTags.tag_calls``), ``marker_sections`` (sections of marker tokens around JSON
+  arguments: ``section_format`` builds the whole format).
   Values the format writes as raw text are typed with ``schema.convert_value``; arguments
   are serialised with ``schema.encode_call``, except where the model writes them as one JSON
   object: that text goes on as written (``json_args.json_object_text``), as vLLM passes it
   and the chat templates write it back. The shared ``OutputParser`` does the rest.
 - A format that does not fit a tag state machine sets ``parser=`` a callable taking
   ``ParserOptions`` and returning a ``ChoiceParser`` (``feed``, ``finish``, ``parse``,
-  ``finish_reason``) that keeps the rules below.
+  ``finish_reason``) that keeps the rules below; ``stepping.SteppedParser`` gives it that
+  lifecycle, text merging and call numbering, and it writes the steps.
 
 The rules every parser keeps:
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 from enum import Enum, auto
 
-from app.protocol.output.deltas import ChatDelta, ParsedOutput, ToolCallDelta
+from app.protocol.output.deltas import ChatDelta
 from app.protocol.output.interface import BlockEnd, ParserOptions, TagCalls
 from app.protocol.output.parser import OutputParser
 from app.protocol.output.schema import parameter_schemas
+from app.protocol.output.stepping import SteppedParser
 
 
 class _State(Enum):
@@ -28,87 +29,70 @@ class _State(Enum):
     REST = auto()  # everything else goes to the shared parser
 
 
-class LeadingCallsParser:
+class LeadingCallsParser(SteppedParser):
     """A ``ChoiceParser``: calls that open the answer bare (``leading``), then ``calls``'
-    marked blocks anywhere, through the shared parser."""
+    marked blocks anywhere, through the shared parser. Its own tool calls are the leading
+    ones; the shared parser's are numbered after them."""
 
     def __init__(self, options: ParserOptions, *, leading: str, calls: TagCalls) -> None:
+        super().__init__(options.id_factory)
         reading = options.tool_calls
         self._rest = OutputParser(options, calls=calls if reading else None, markers=None)
         self._state = _State.LEAD if reading else _State.REST
         self._leading = leading
         self._calls = calls
-        self._options = options
-        self._buffer = ""  # in LEAD and BLOCK, the text not yet resolved
+        self._tools = options.tools
         self._space = ""  # the whitespace before a leading block
         self._block_end: BlockEnd | None = None
-        self._leading_calls = 0
-        self._finished = False
-
-    def feed(self, text: str) -> list[ChatDelta]:
-        if self._finished:
-            raise RuntimeError("feed() after finish()")
-        return self._advance(text, final=False)
 
     def finish(self) -> list[ChatDelta]:
-        if self._finished:
-            raise RuntimeError("finish() called twice")
-        out = self._advance("", final=True)
-        self._finished = True
-        return out + self._shifted(self._rest.finish())
-
-    def parse(self, text: str) -> ParsedOutput:
-        return ParsedOutput.from_deltas([*self.feed(text), *self.finish()])
+        return super().finish() + self._shifted(self._rest.finish())
 
     def finish_reason(self, upstream_reason: str) -> str:
-        return "tool_calls" if self._leading_calls else self._rest.finish_reason(upstream_reason)
+        return super().finish_reason(self._rest.finish_reason(upstream_reason))
 
-    def _advance(self, text: str, *, final: bool) -> list[ChatDelta]:
-        self._buffer += text
-        out: list[ChatDelta] = []
+    def _step(self, out: list[ChatDelta], final: bool) -> bool:
         if self._state is _State.LEAD:
             answer = self._buffer.lstrip()
             if not answer and not final:
-                return out
+                return False
             if answer.startswith(self._leading):
                 self._state = _State.BLOCK
                 self._block_end = self._calls.block_end()
                 self._space, self._buffer = self._buffer[: -len(answer)], answer
             else:
                 self._state = _State.REST
+            return True
         if self._state is _State.BLOCK:
             assert self._block_end is not None
             end = self._block_end.find(self._buffer)
             if end is None and not final:
-                return out
+                return False
             self._state = _State.REST
             end = len(self._buffer) if end is None else end
             block, self._buffer = self._buffer[:end], self._buffer[end:]
-            calls = self._calls.decode(block, parameter_schemas(self._options.tools))
+            calls = self._calls.decode(block, parameter_schemas(self._tools))
             if calls:
-                out.extend(self._call_delta(name, arguments) for name, arguments in calls)
+                for name, arguments in calls:
+                    self._emit_call(out, name, arguments)
             else:
                 out.append(ChatDelta(content=self._space + block))
+            return True
         rest, self._buffer = self._buffer, ""
-        return out + self._shifted(self._rest.feed(rest)) if rest else out
-
-    def _call_delta(self, name: str, arguments: str) -> ChatDelta:
-        piece = ToolCallDelta(
-            index=self._leading_calls, id=self._options.id_factory(), name=name, arguments=arguments
-        )
-        self._leading_calls += 1
-        return ChatDelta(tool_call=piece)
+        if rest:
+            out.extend(self._shifted(self._rest.feed(rest)))
+        return False
 
     def _shifted(self, deltas: list[ChatDelta]) -> list[ChatDelta]:
         """The shared parser's deltas, its tool calls numbered after the leading ones."""
-        if not self._leading_calls:
+        if not self._tool_calls:
             return deltas
         return [
             delta
             if delta.tool_call is None
             else ChatDelta(
                 tool_call=dataclasses.replace(
-                    delta.tool_call, index=delta.tool_call.index + self._leading_calls
+                    delta.tool_call, index=delta.tool_call.index + self._tool_calls
                 )
             )
             for delta in deltas
