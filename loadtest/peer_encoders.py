@@ -7,10 +7,9 @@ install tiktoken``) covers cl100k and o200k, read from the assets' ``tiktoken`` 
 bpe-qwen (``pip install bpe-qwen==0.1.5``) covers Qwen3, loaded from its compiled module alone
 (its package imports transformers) with the vocabulary and merges written out of the same
 tokenizer.json.  fastokens (``pip install fastokens==0.3.5``, the backend vLLM and SGLang ship)
-and gigatoken (``pip install gigatoken==0.10.0``) load the tokenizer.json itself; fastokens
-refuses a model without ``"type": "BPE"`` (our cl100k and o200k files leave it out, as Hugging
-Face infers it), so it gets a copy that says so.  ``pip install -e '.[bench]'`` installs them
-all.
+and gigatoken (``pip install gigatoken==0.10.0``) load the tokenizer.json itself (fastokens
+refuses our cl100k and o200k files: "unsupported model type").  ``pip install -e '.[bench]'``
+installs them all.
 """
 
 from __future__ import annotations
@@ -83,11 +82,8 @@ def fastokens_peer(tokenizer_json: Path) -> Peer | None:
         import fastokens
     except ImportError:
         return None
-    config = json.loads(tokenizer_json.read_text(encoding="utf-8"))
-    if "type" not in config["model"]:  # Hugging Face infers BPE; fastokens wants it said
-        config["model"]["type"] = "BPE"
     try:
-        tokenizer = fastokens.Tokenizer.from_json_str(json.dumps(config))
+        tokenizer = fastokens.Tokenizer.from_file(str(tokenizer_json))
     except ValueError:  # a model it does not cover
         return None
 
