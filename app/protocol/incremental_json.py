@@ -78,14 +78,25 @@ class BodyParser:
 
     def parse(self, data: bytes, key: str | None) -> ParsedBody:
         """``orjson.loads(data)``; raises ``orjson.JSONDecodeError`` like it."""
+        reused = self.extend(data, key, len(data))
+        return reused if reused is not None else self._full(data, key)
+
+    def extend(self, data: bytes, key: str | None, most: int) -> ParsedBody | None:
+        """The parse of ``data`` as the previous body of ``key`` plus appended items, or None
+        (no previous body, not an extension of it, or more than ``most`` bytes outside the
+        reused array: only those bytes are parsed, the array's are compared, so ``most``
+        bounds the work)."""
         previous = self._previous.get(key) if key is not None else None
-        if previous is not None:
-            appended = _appended(previous, data, self._array)
-            if appended is not None:
-                self._remember(key, appended)
-                reused = len(previous.body[self._array]) if previous.validated else 0
-                grown = len(data) - len(previous.data)
-                return ParsedBody(appended.body, reused, appended, grown)
+        if previous is None or len(data) - (previous.close - previous.open) > most:
+            return None
+        appended = _appended(previous, data, self._array)
+        if appended is None:
+            return None
+        self._remember(key, appended)
+        reused = len(previous.body[self._array]) if previous.validated else 0
+        return ParsedBody(appended.body, reused, appended, len(data) - len(previous.data))
+
+    def _full(self, data: bytes, key: str | None) -> ParsedBody:
         body = orjson.loads(data)
         if key is not None and isinstance(body, dict) and isinstance(body.get(self._array), list):
             found = array_span(data, self._array)
