@@ -37,7 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.memos import Memos
 from app.rendering import ChatTemplate, RenderCache
+from app.rendering.memo import RenderMemos
 from app.sessions.registry import SessionRegistry
 from loadtest.agent_sessions import chat_requests
 
@@ -63,7 +65,8 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
             times["frozen"].append(t1 - t0)
             paged.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
     sessions = SessionRegistry(1 << 30)
-    cache = RenderCache(sessions.slot("render"))
+    memos: Memos[RenderMemos] = sessions.slot("render")
+    cache = RenderCache(memos)
     frozen_cache = RenderCache(sessions.slot("frozen_render"))  # checks the frozen mode afresh
     fast = turns = before = 0
     for text, shared in zip(bodies[-calls - 1 :], objects[-calls - 1 :], strict=True):
@@ -87,7 +90,7 @@ def bench(template: ChatTemplate, chars: int, calls: int, seed: int) -> None:
         times["json.loads"].append(t1 - t0)
         times["fresh"].append(t2 - t1)
         times["memo"].append(t4 - t3)
-        memo = next(iter(cache._sessions.values()))
+        memo = next(iter((memos.get("bench") or {}).values()))
         rendered = [before - run.replayed for run in memo.runs.values()]
         fast += memo.reused == before - new and rendered == [new + 2]
         turns += body["messages"][-1]["role"] == "user"
