@@ -55,10 +55,10 @@ from app.upstream.stops import StopStrings
 
 log = logging.getLogger(__name__)
 
-
 INLINE_NEW_BYTES = 32 << 10
 """The most a session's body may grow by for its call to be rendered and tokenized on the
-event loop: ~10 ms of encoding at the reference encoder's ~0.8 us a byte (2-core EPYC)."""
+event loop: ~10 ms of encoding at the reference encoder's ~0.8 us a byte (2-core Xeon)."""
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedChat:
@@ -272,7 +272,9 @@ class ChatService:
             self._warned.put(key, True, 1)
             log.warning(
                 "the chat template renders no tools: the %d tools of this session's requests "
-                "are dropped, the model never sees them (session %s)", len(request.tools), key
+                "are dropped, the model never sees them (session %s)",
+                len(request.tools),
+                key,
             )
         return len(request.tools)
 
