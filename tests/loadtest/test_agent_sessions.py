@@ -68,7 +68,10 @@ def _last_user_start(key: str, text: str) -> int:
 
 
 def test_markup_presets() -> None:
-    assert set(MARKUPS) == {"qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2"}
+    assert set(MARKUPS) == {
+        "qwen3", "llama3", "deepseek_v3", "gpt2", "cl100k", "o200k", "smollm2",
+        "tekken", "qwen35", "gemma3", "glm", "kimi",
+    }  # fmt: skip
     q = MARKUPS["qwen3"]
     assert q.start("user") == "<|im_start|>user\n"
     assert q.end == "<|im_end|>\n"

@@ -110,7 +110,10 @@ def test_any_text(
 ) -> None:
     sample = text + TERMINATOR
     hf, encoding = tekken
-    assert hf.encode(sample, add_special_tokens=False).ids == _tekken_ids(encoding, sample)
+    if not any(special in sample for special in converters.TEKKEN_SPECIAL_TOKENS):
+        # Control-token text is one added token in HF (as transformers converts tekken) and
+        # plain text to tiktoken here: compared where neither is in the sample.
+        assert hf.encode(sample, add_special_tokens=False).ids == _tekken_ids(encoding, sample)
     hf, encoding = qwen35
     want = encoding.encode(unicodedata.normalize("NFC", sample), disallowed_special=())
     got = hf.encode(sample, add_special_tokens=False).ids
