@@ -374,19 +374,23 @@ def test_vllm_generate_logprobs_are_declared_and_spelled_by_us(smollm2_dir: Path
     with replaying(smollm2_dir, "vllm-generate", "/inference/v1/generate", whole,
                    events) as http:
         for stream in (False, True):
-            body = {"model": "m", "messages": MESSAGES, "stream": stream, "logprobs": True,
-                    "top_logprobs": 2}
-            reply = http.post("/v1/chat/completions", json=body)
-            assert reply.status_code == 200, reply.text
-            lines = [orjson.loads(line[6:]) for line in reply.text.splitlines()
-                     if line.startswith("data: {")] if stream else [reply.json()]
-            content = [t for c in lines if c["choices"]
-                       for t in (c["choices"][0]["logprobs"] or {}).get("content") or []]
+            content = _client_logprobs(http, stream=stream, top=2)
             assert [t["token"] for t in content] == spelled
             assert [t["logprob"] for t in content] == [-2.0] * len(ids)
             assert [[a["token"] for a in t["top_logprobs"]] for t in content] == [
                 [tokenizer.decode([300]), tokenizer.decode([301])]] * len(ids)
 
+
+def _client_logprobs(http: Any, *, stream: bool, top: int) -> list[dict[str, Any]]:
+    """The ``logprobs.content`` entries a chat client got, whole or streamed, in order."""
+    body = {"model": "m", "messages": MESSAGES, "stream": stream, "logprobs": True,
+            "top_logprobs": top}
+    reply = http.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    lines = [orjson.loads(line[6:]) for line in reply.text.splitlines()
+             if line.startswith("data: {")] if stream else [reply.json()]
+    return [t for c in lines if c["choices"]
+            for t in (c["choices"][0]["logprobs"] or {}).get("content") or []]
 
 @pytest.mark.parametrize("incremental", [False, True])
 def test_sglang_logprobs_decode_and_reach_the_client(sglang_api: ModuleType, smollm2_dir: Path,
@@ -408,14 +412,7 @@ def test_sglang_logprobs_decode_and_reach_the_client(sglang_api: ModuleType, smo
         sglang_api.GenerateResponse.from_json_value(payload)
     with replaying(smollm2_dir, "sglang", "/generate", whole, events) as http:
         for stream in (False, True):
-            body = {"model": "m", "messages": MESSAGES, "stream": stream, "logprobs": True,
-                    "top_logprobs": 1}
-            reply = http.post("/v1/chat/completions", json=body)
-            assert reply.status_code == 200, reply.text
-            lines = [orjson.loads(line[6:]) for line in reply.text.splitlines()
-                     if line.startswith("data: {")] if stream else [reply.json()]
-            content = [t for c in lines if c["choices"]
-                       for t in (c["choices"][0]["logprobs"] or {}).get("content") or []]
+            content = _client_logprobs(http, stream=stream, top=1)
             assert [(t["token"], t["logprob"]) for t in content] == [
                 (p, -0.25 * (k + 1)) for k, p in enumerate(pieces)]
             assert all(t["top_logprobs"] == [{"token": "x", "logprob": -0.1,
