@@ -9,7 +9,9 @@ filters (see ``_Reads``), and pure macros, whose reads and writes count as the l
 function of those inputs alone, which is what ``app.rendering.replay`` relies on to replay
 unchanged runs of iterations. A namespace attribute that the body never writes and reads only as
 ``loop.index0 OP ns.attr`` (Qwen3's ``loop.index0 > ns.last_query_index``) is a
-``Threshold``: iterations depend on it only through that comparison's outcome.
+``Threshold``: iterations depend on it only through that comparison's outcome. A call
+``f(items, loop.index0)`` of a window of ``app.rendering.windows`` on the list the loop walks
+reads the items of its ``windows.SPANS``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.visitor import NodeTransformer
 
+from app.rendering import windows
 from app.rendering.pure_macros import (
     FORBIDDEN,
     IMPURE_FILTERS,
@@ -58,6 +61,7 @@ class LoopPlan:
     indexed: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # name, (attr, offset)s
     written: tuple[tuple[str, tuple[str, ...]], ...]  # namespace name, attributes set
     thresholds: tuple[Threshold, ...]
+    windows: tuple[tuple[str, str], ...]  # (``windows.SPANS`` key, the list it reads)
     macros: tuple[str, ...]  # the pure macros it calls (``app.rendering.pure_macros``)
     body: jinja2.Template  # one iteration, with ``loop`` and the item in its context
     tail: jinja2.Template  # the loop from an iteration on (see ``_plan``)
@@ -78,7 +82,12 @@ def plan_loops(
             body.append(stmt)
             continue
         assert isinstance(stmt, nodes.For)
-        names = plan.outer + tuple(name for name, _ in plan.indexed) + plan.macros
+        names = (
+            plan.outer
+            + tuple(name for name, _ in plan.indexed)
+            + tuple(name for _, name in plan.windows)
+            + plan.macros
+        )
         values = nodes.Dict([nodes.Pair(nodes.Const(n), nodes.Name(n, "load")) for n in names])
         call = nodes.Call(
             nodes.Name(RUNNER, "load"), [nodes.Const(len(plans)), stmt.iter, values], [], None, None
@@ -114,6 +123,9 @@ def _plan(
         iterated.add(loop.iter.name)
     if iterated & set(outer):
         return None  # every iteration reads the whole list it walks, which every call extends
+    walked = loop.iter.name if isinstance(loop.iter, nodes.Name) else None
+    if any(name != walked for _, name in reads.windows):
+        return None  # a window's spans are indices of the list the loop walks
     thresholds = tuple(
         t
         for t in reads.thresholds
@@ -145,6 +157,7 @@ def _plan(
         indexed,
         tuple((n, tuple(sorted(a))) for n, a in sorted(written.items())),
         thresholds,
+        tuple(sorted(reads.windows)),
         tuple(sorted(reads.called)),
         _compile(env, list(loop.body)),
         _compile(env, [tail]),
@@ -154,7 +167,7 @@ def _plan(
 def _compile(env: jinja2.Environment, statements: list[nodes.Node]) -> jinja2.Template:
     root = nodes.Template(statements)
     root.set_environment(env)
-    return env.template_class.from_code(env, env.compile(root), env.make_globals(None))
+    return env.template_class.from_code(env, env.compile(root), env.make_globals(windows.helpers()))
 
 
 class _FromLo(NodeTransformer):
@@ -208,6 +221,7 @@ class _Reads:
         self.field_reads: set[tuple[str, str]] = set()  # name.field outside thresholds
         self.writes: set[tuple[str, str]] = set()
         self.thresholds: list[Threshold] = []
+        self.windows: set[tuple[str, str]] = set()
 
     def visit(self, node: nodes.Node, outer_loop: bool) -> None:
         if isinstance(node, FORBIDDEN):
@@ -258,6 +272,8 @@ class _Reads:
             self.names.add(node.node.name)
             self.whole.add(node.node.name)
             self.visit(node.arg, outer_loop)
+        elif outer_loop and (window := _window(node, self.target)) is not None:
+            self.windows.add(window)
         elif (
             isinstance(node, nodes.Filter)
             and node.name == "length"
@@ -333,6 +349,22 @@ def _threshold(node: nodes.Node, target: str) -> Threshold | None:
         ):
             return Threshold(other.node.name, other.attr, attr, node.ops[0].op, flipped)
     return None
+
+
+def _window(node: nodes.Node, target: str) -> tuple[str, str] | None:
+    """``f(name, loop.index0)`` for a window ``f`` of ``app.rendering.windows``."""
+    if not (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.Name)
+        and node.node.name in windows.SPANS
+        and len(node.args) == 2
+        and not (node.kwargs or node.dyn_args or node.dyn_kwargs)
+    ):
+        return None
+    items, at = node.args
+    if not isinstance(items, nodes.Name) or items.name in ("loop", target):
+        return None
+    return (node.node.name, items.name) if _loop_index(at) == "index0" else None
 
 
 def _offset(arg: nodes.Node) -> tuple[str, int] | None:

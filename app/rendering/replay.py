@@ -16,6 +16,8 @@ and (``LoopPlan``) it reads only
   while ``t`` is below both calls' last index; ``loop.previtem``/``nextitem``: the items
   ``t - 1`` (none for ``t = 0``) and ``t + 1`` (below both calls' last index), checked as the
   item ``t`` is;
+* the items of each window's span (``app.rendering.windows``): the same objects, and inside
+  both calls' lists (a span past the end read the list's length);
 * outer values and namespace attributes the loop does not write: equal at loop entry
   (type-exact fingerprints) and unchanged by the loop; thresholds: the comparison has the
   same outcome for ``t`` under the old and the new integer;
@@ -26,6 +28,7 @@ and (``LoopPlan``) it reads only
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import pickle
 import sys
@@ -39,6 +42,7 @@ from jinja2.utils import Namespace
 
 from app.pieced_text import equal_prefix
 from app.rendering.loops import ITEMS, LO, MARK, LoopPlan, Threshold
+from app.rendering.windows import SPANS
 
 _OPS: Mapping[str, Callable[[Any, Any], Any]] = MappingProxyType(
     {
@@ -82,7 +86,7 @@ class LoopRun:
     """What one call's run of a loop leaves for the next call to replay."""
 
     items: list[Any]
-    lists: tuple[list[Any], ...]  # the indexed lists' values
+    lists: tuple[list[Any], ...]  # the indexed lists' values, then the windows'
     entry: Any  # fingerprint of the outer values (thresholds apart) at loop entry
     thresholds: tuple[int, ...]
     pieces: list[str]  # pieces[t]: iteration t's output
@@ -116,7 +120,9 @@ def run_loop(
         pieces: list[str] = []
         _tail(plan, items, 0, values, pieces, [], written)
         return pieces, None
-    lists = tuple(values[name] for name, _ in plan.indexed)
+    lists = tuple(values[name] for name, _ in plan.indexed) + tuple(
+        values[name] for _, name in plan.windows
+    )
     start = _state(written)
     if previous is not None and (
         previous.entry != entry or any(type(v) is not list for v in lists)
@@ -250,7 +256,15 @@ def _blocks(
         ok[1:] = map(operator.and_, ok[1:], reads)
     if "nextitem" in plan.loop_attrs:
         ok = list(map(operator.and_, ok, reads[1:]))
-    for (_, offsets), seq, old in zip(plan.indexed, lists, previous.lists, strict=True):
+    indexed = len(plan.indexed)
+    for (helper, _), seq, old in zip(
+        plan.windows, lists[indexed:], previous.lists[indexed:], strict=True
+    ):
+        same = reads if seq is items and old is previous.items else _same_at(seq, old, owned)
+        ok = _within(ok, same, SPANS[helper](seq, min(len(ok), len(seq))))
+    for (_, offsets), seq, old in zip(
+        plan.indexed, lists[:indexed], previous.lists[:indexed], strict=True
+    ):
         same = reads if seq is items and old is previous.items else _same_at(seq, old, owned)
         for attr, offset in offsets:
             if not attr:  # the same element in every iteration
@@ -284,6 +298,16 @@ def _blocks(
             hi = len(ok)
         blocks.append((lo, hi))
         t = hi
+
+
+def _within(ok: list[bool], same: list[bool], spans: list[tuple[int, int]]) -> list[bool]:
+    """``ok[t]`` kept where ``same`` holds over all of span ``t`` (and there is one)."""
+    changed = list(itertools.accumulate(map(operator.not_, same), initial=0))
+    top = len(same)
+    return [
+        good and hi <= top and changed[hi] == changed[lo]
+        for good, (lo, hi) in zip(ok, spans, strict=False)
+    ] + [False] * (len(ok) - len(spans))
 
 
 def _flips(threshold: Threshold, new: int, old: int, lo: int, hi: int) -> list[int]:

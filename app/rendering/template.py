@@ -12,12 +12,17 @@ from jinja2 import nodes
 
 from app.errors import BadRequestError, TemplateError
 from app.pieced_text import PiecedText
-from app.rendering import loading, scan
+from app.rendering import loading, scan, windows
 from app.rendering.content_format import ContentFormat, detect_content_format
 from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_environment
 from app.rendering.loops import RUNNER, plan_loops
 from app.rendering.memo import RenderCache, SessionMemo
-from app.rendering.messages import prepare_message, prepare_messages, prepare_tools
+from app.rendering.messages import (
+    as_vllm_roles,
+    prepare_message,
+    prepare_messages,
+    prepare_tools,
+)
 
 Message = Mapping[str, Any]
 
@@ -50,9 +55,10 @@ class _Variant:
             ) from None
         self.content_format: ContentFormat = detect_content_format(root)
         body, self.scanned = scan.rewrite(root.body, scans)
+        body, windowed = windows.rewrite(env, body)
         body, self.plans = plan_loops(env, body)
         self.memo_template = None
-        if self.scanned or self.plans:
+        if self.scanned or windowed or self.plans:
             rewritten = nodes.Template(body)
             rewritten.set_environment(env)
             self.memo_template = env.template_class.from_code(
@@ -201,8 +207,11 @@ class ChatTemplate:
             context = self._context(variant, *inputs, memo, frozen)
             try:
                 return PiecedText(_run(variant, variant.memo_template, context, memo))
+            except windows.Unprovable:
+                memo.runs.clear()
             finally:
                 cache.account(session, memo)
+        return PiecedText(_run(variant, variant.template, self._context(variant, *inputs, None)))
 
     def _context(
         self,
@@ -232,7 +241,7 @@ class ChatTemplate:
         return {
             **self._special_tokens,
             **kwargs,
-            "messages": prepared,
+            "messages": as_vllm_roles(prepared, variant.source),
             "tools": None if tools is None else prepare_tools(tools),
             "documents": None if documents is None else list(documents),
             "add_generation_prompt": add_generation_prompt,
@@ -251,6 +260,8 @@ def _run(
         return _render_memo(variant, template, context, memo)
     except TemplateRaised as exc:
         raise TemplateError(str(exc.message)) from None
+    except windows.Unprovable:
+        raise
     except Exception as exc:
         raise template_error(variant.name, exc) from None
 
@@ -271,6 +282,7 @@ def _render_memo(
 
     context[RUNNER] = run_loop
     context[scan.SCANNER] = scan.scan
+    context.update(windows.helpers())
     out: list[str] = []
     ctx = template.new_context(context)
     try:

@@ -54,15 +54,10 @@ def test_memo_equals_fresh_render_on_real_templates(
         check_session(list(conv[0]), edits, [real(stem)])
 
 
-# Those whose main loop the memo replays; gpt-oss's and Gemma 4's scan the rest of the
-# conversation in every turn (docs/design.md, "What the render memo replays").
-REPLAYED = {"Qwen3-Coder", "Qwen3.5-4B", "GLM-4.7-Flash", "MiniMax-M2"}
-
-
 @pytest.mark.parametrize("stem", MACRO_TEMPLATES)
 def test_an_agent_session_replays_on_real_templates(stem: str) -> None:
     """A growing agent session: every call equals a fresh render, and a call after a tool
-    result replays all but a few iterations of the main loop where the memo plans it."""
+    result replays all but a few iterations of the main loop."""
     template = real(stem)
     cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     messages: list[dict[str, Any]] = [
@@ -74,11 +69,8 @@ def test_an_agent_session_replays_on_real_templates(stem: str) -> None:
         messages = [*messages, {**answer, "content": ""}, follow]  # gpt-oss: not both
         got = template.render(messages, tools=TOOLS, cache=cache, session="x")
         assert got == template.render(messages, tools=TOOLS)
-    if stem not in REPLAYED:
-        assert template._variant(True).plans == []
-        return
-    runs = session_memo(cache, template, "x").runs.values()
-    assert max(run.replayed for run in runs) >= len(messages) - 4
+    main = max(session_memo(cache, template, "x").runs.values(), key=lambda run: len(run.items))
+    assert main.replayed >= len(main.items) - 4
 
 
 @pytest.mark.parametrize("stem", MACRO_TEMPLATES)
