@@ -41,6 +41,9 @@ characters in 32 KiB chunks lost to one piece, in 4 chunks they gained
 (``loadtest/bench_cold_start.py --engines --idle``)."""
 _FIRST_WINDOW = 256
 """Bytes searched for a cut first (ordinary text has several); the window doubles from there."""
+_MAX_WINDOW = 64 << 10
+"""The widest window one search takes: a regex search holds the GIL, and across a few MB
+without a cut (``'a' * 10_000_000``) one took ~40 ms, stalling the event loop meanwhile."""
 
 
 class Encoded(NamedTuple):
@@ -188,7 +191,9 @@ class ChunkedEncoder:
 
     def _first_cut(self, data: bytes, lo: int, hi: int, region: tuple[int, int]) -> int | None:
         """The first stable cut in [lo, hi] whose verdict reads only ``data[region]``, which
-        ends where ``data`` does; searched in windows that double."""
+        ends where ``data`` does; searched in consecutive windows that double up to
+        ``_MAX_WINDOW`` (a verdict reads only its position's neighbourhood, so the first
+        window holding a cut holds the first cut)."""
         width = _FIRST_WINDOW
         while True:
             top = min(lo + width, hi)
@@ -196,4 +201,4 @@ class ChunkedEncoder:
             cut = next(found, None)
             if cut is not None or top == hi:
                 return cut
-            width *= 2
+            lo, width = top + 1, min(2 * width, _MAX_WINDOW)
