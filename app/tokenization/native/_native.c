@@ -279,7 +279,7 @@ static Work *thread_work(size_t n) {
     w->cp = malloc((n + 1) * 4);
     w->at = malloc((n + 1) * 4);
     w->starts = malloc((n + 1) * 4);
-    w->cls = malloc(n + 1);
+    w->cls = malloc(n + 1 + RUN_PAD);
     w->ids = malloc((n + 1) * 4);
     w->ends = malloc((n + 1) * 4);
     if (!w->cp || !w->at || !w->starts || !w->cls || !w->ids || !w->ends) {
@@ -297,12 +297,24 @@ static void work_done(Work *w) {
     if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
-/* Ids of data[a:b], a stretch without added tokens, appended at out; their count or -1. */
-static long encode_stretch(const Encoder *e, const uint8_t *data, size_t a, size_t b, Work *w,
-                           int32_t *out) {
+/* Ids of data[a:b], a stretch without added tokens of the text data[0:total], appended at
+ * out; their count or -1. */
+static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
+                           size_t b, Work *w, int32_t *out) {
     const uint8_t *classes = e->tables[T_CLASSES].buf;
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
+        if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
+            size_t run = i + 16 <= b ? ascii16(data + i) : 1;
+            for (size_t k = 0; k < run; k++) {
+                w->cp[n + k] = data[i + k];
+                w->cls[n + k] = classes[data[i + k]];
+                w->at[n + k] = (uint32_t)(i + k - a);
+            }
+            n += run - 1;
+            i += run;
+            continue;
+        }
         int width;
         uint32_t c = utf8_decode_at(data, i, &width);
         w->cp[n] = c;
@@ -311,26 +323,13 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t a, size
         i += width;
     }
     w->at[n] = (uint32_t)(b - a);
+    memset(w->cls + n, 255, RUN_PAD); /* no class */
     Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
                  e->tables[T_NUMERIC].buf, n};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;
-    long count = 0;
-    for (size_t p = 0; p < pieces; p++) {
-        const uint8_t *piece = data + a + w->at[w->starts[p]];
-        size_t len = w->at[w->starts[p + 1]] - w->at[w->starts[p]];
-        while (len) { /* the parts between dropped bytes, each merged alone */
-            size_t part = 0;
-            while (part < len && !(e->drops && e->dropped[piece[part]])) part++;
-            long got = part ? bpe_piece(&e->model, piece, part, out + count, &w->scratch) : 0;
-            if (got < 0) return -1;
-            count += got;
-            if (part < len) part++;
-            piece += part;
-            len -= part;
-        }
-    }
-    return count;
+    return bpe_pieces(&e->model, data + a, total - a, w->at, w->starts, pieces,
+                      e->drops ? e->dropped : NULL, out, &w->scratch);
 }
 
 /* The list of blocks missing flags; NULL with an error set. */
@@ -370,7 +369,7 @@ static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const 
             count = -2;
             break;
         }
-        long got = stop > at ? encode_stretch(e, data, at, stop, w, r->ids + count) : 0;
+        long got = stop > at ? encode_stretch(e, data, n, at, stop, w, r->ids + count) : 0;
         if (got < 0) {
             count = -1;
             break;

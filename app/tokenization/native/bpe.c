@@ -46,11 +46,28 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
 }
 
 /* ---- piece caches -------------------------------------------------------------------------
- * Short pieces (up to 24 bytes, up to 8 ids: most of them) in a direct-mapped table of
- * one-line entries keyed by the zero-padded bytes; longer ones, and short ones of more ids,
- * in a table of (hash, arena offset) whose arena holds the piece's bytes and ids, emptied
- * whole when full.  Either is looked up by the piece's bytes and the model's owner tag, so a
- * hit gives what the merge gave for the same bytes. */
+ * Pieces of up to 8 bytes that are one id (most pieces of source code and English) in a
+ * direct-mapped table of 16-byte entries, small enough to stay in L2 with its hot lines in L1;
+ * short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line entries
+ * keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a table of
+ * (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole when full.
+ * Each is looked up by the piece's bytes and the model's owner tag, so a hit gives what the
+ * merge gave for the same bytes. */
+
+#define ONE_BITS 15
+typedef struct {
+    uint64_t key; /* the bytes, zero-padded */
+    uint32_t owner;
+    uint32_t id_len; /* the id, the length in bytes above bit 24 */
+} OneEntry;
+
+#define TWO_BITS 14
+typedef struct {
+    uint64_t key[2];
+    uint32_t owner;
+    uint8_t len, count, unused[2];
+    int32_t ids[2];
+} TwoEntry; /* pieces of up to 16 bytes and 2 ids: 32 bytes */
 
 #define CACHE_BITS 16
 #define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
@@ -72,6 +89,8 @@ typedef struct {
 } LongSlot;
 
 typedef struct {
+    OneEntry ones[(size_t)1 << ONE_BITS];
+    TwoEntry twos[(size_t)1 << TWO_BITS];
     Entry entries[(size_t)1 << CACHE_BITS];
     LongSlot slots[(size_t)1 << LONG_BITS];
     size_t used, filled; /* arena bytes, slots taken */
@@ -311,7 +330,10 @@ static size_t initial_symbols(const Model *m, const uint8_t *piece, size_t len, 
     return n;
 }
 
-long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w) {
+/* Ids of one piece (len > 0 bytes) into out (room for len ids); their count, or -1 when out
+ * of memory. */
+static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out,
+                      Scratch *w) {
     if (len == 1) return (long)initial_symbols(m, piece, 1, out);
     uint64_t key[CACHE_WORDS];
     Caches *caches = w->cache;
@@ -353,4 +375,85 @@ long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, S
         long_keep(caches, m, piece, len, h, out, n);
     }
     return (long)n;
+}
+
+static inline OneEntry *one_slot(OneEntry *ones, uint64_t key, size_t len) {
+    uint64_t h = (key ^ (len << 59)) * 0x9E3779B97F4A7C15ull;
+    return &ones[h >> (64 - ONE_BITS)];
+}
+
+static inline TwoEntry *two_slot(TwoEntry *twos, const uint64_t *key, size_t len) {
+    uint64_t h = (key[0] ^ (len << 59)) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ key[1] ^ (h >> 29)) * 0xFF51AFD7ED558CCDull;
+    return &twos[h >> (64 - TWO_BITS)];
+}
+
+/* A piece's bytes (1 to 8) as a word, zero above them; limit: the bytes readable from it. */
+static inline uint64_t one_key(const uint8_t *piece, size_t len, size_t limit) {
+    if (limit < 8) return word_of(piece, len);
+    uint64_t w;
+    memcpy(&w, piece, 8);
+    return len == 8 ? w : w & (((uint64_t)1 << (8 * len)) - 1);
+}
+
+/* The ids of a piece of up to 16 bytes through the compact tables (merged on a miss, and kept
+ * where it fits); their count, or -1 when out of memory. */
+static inline long compact_piece(const Model *m, Caches *c, const uint8_t *piece, size_t len,
+                                 size_t limit, int32_t *out, Scratch *w) {
+    uint32_t owner = m->owner;
+    uint64_t key[2];
+    key[0] = one_key(piece, len < 8 ? len : 8, limit);
+    OneEntry *one = NULL;
+    if (len <= 8) {
+        one = one_slot(c->ones, key[0], len);
+        if (one->key == key[0] && one->owner == owner && one->id_len >> 24 == len) {
+            out[0] = (int32_t)(one->id_len & 0xFFFFFF);
+            return 1;
+        }
+        key[1] = 0;
+    } else {
+        key[1] = one_key(piece + 8, len - 8, limit - 8);
+    }
+    TwoEntry *two = two_slot(c->twos, key, len);
+    if (two->key[0] == key[0] && two->key[1] == key[1] && two->owner == owner &&
+        two->len == len) {
+        out[0] = two->ids[0];
+        out[1] = two->ids[1];
+        return two->count;
+    }
+    long got = bpe_piece(m, piece, len, out, w);
+    if (got == 1 && one != NULL && (uint32_t)out[0] < (1u << 24))
+        *one = (OneEntry){key[0], owner, (uint32_t)out[0] | (uint32_t)len << 24};
+    else if (got == 1 || got == 2)
+        *two = (TwoEntry){{key[0], key[1]}, owner, (uint8_t)len, (uint8_t)got, {0, 0},
+                          {out[0], got == 2 ? out[1] : 0}};
+    return got;
+}
+
+long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
+                const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
+                Scratch *w) {
+    Caches *caches = w->cache;
+    long count = 0;
+    for (size_t p = 0; p < pieces; p++) {
+        size_t begin = at[starts[p]], len = at[starts[p + 1]] - begin;
+        const uint8_t *piece = data + begin;
+        if (dropped == NULL && len <= 16 && caches != NULL) {
+            long got = compact_piece(m, caches, piece, len, limit - begin, out + count, w);
+            if (got < 0) return -1;
+            count += got;
+            continue;
+        }
+        while (len) { /* the parts between dropped bytes, each merged alone */
+            size_t part = 0;
+            while (part < len && !(dropped != NULL && dropped[piece[part]])) part++;
+            long got = part ? bpe_piece(m, piece, part, out + count, w) : 0;
+            if (got < 0) return -1;
+            count += got;
+            if (part < len) part++;
+            piece += part;
+            len -= part;
+        }
+    }
+    return count;
 }

@@ -16,7 +16,9 @@ enum {
 };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
- * their class codes (classes[cp]); folds, kinds and numeric are looked up through the tables. */
+ * their class codes (classes[cp]), readable RUN_PAD bytes past n; folds, kinds and numeric are
+ * looked up through the tables. */
+#define RUN_PAD 16
 typedef struct {
     const uint32_t *cp;
     const uint8_t *cls;
@@ -56,9 +58,13 @@ typedef struct {
     uint64_t *heap;
 } Scratch;
 
-/* Ids of one piece (len > 0 bytes) into out (room for len ids); their count, or -1 when out
- * of memory. */
-long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t *out, Scratch *w);
+/* Ids of the pieces of a stretch, piece p being data[at[starts[p]]:at[starts[p + 1]]], into
+ * out (room for a byte each); limit: the bytes readable from data; dropped: NULL, or the 256
+ * flags of the bytes taken out of every piece (the parts between them merged alone).  Their
+ * count, or -1 when out of memory. */
+long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
+                const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
+                Scratch *w);
 void scratch_init(Scratch *w);
 void scratch_free(Scratch *w);
 
@@ -95,6 +101,32 @@ int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *ou
 #define SURVEY_BLOCKS ((0x110000 >> SURVEY_BLOCK_BITS) + 1)
 enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN };
 enum { ENDS_DO_NOT_ADD_UP = 1, ENDS_INSIDE_A_WINDOW = 2 };
+
+/* Sixteen bytes at a time where SSE2 is there (x86-64 always), else one at a time. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* How many of the 16 bytes at p are ASCII before the first that is not (16: all). */
+static inline unsigned ascii16(const uint8_t *p) {
+    unsigned high = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)p));
+    return (unsigned)__builtin_ctz(high | 0x10000u);
+}
+/* How many of the 16 bytes at p equal c before the first that does not (16: all). */
+static inline unsigned same16(const uint8_t *p, uint8_t c) {
+    __m128i v = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8((char)c));
+    return (unsigned)__builtin_ctz(~(unsigned)_mm_movemask_epi8(v));
+}
+#else
+static inline unsigned ascii16(const uint8_t *p) {
+    unsigned k = 0;
+    while (k < 16 && p[k] < 0x80) k++;
+    return k;
+}
+static inline unsigned same16(const uint8_t *p, uint8_t c) {
+    unsigned k = 0;
+    while (k < 16 && p[k] == c) k++;
+    return k;
+}
+#endif
 
 /* Code point of the UTF-8 character at d[i] (valid UTF-8: it came from str.encode) and its
  * width. */

@@ -19,8 +19,8 @@ static inline int is_space(uint8_t c) { return c <= C_WS; }
 static inline int is_punct(uint8_t c) { return c == C_AP || c == C_P; } /* [^\s\p{L}\p{N}] */
 
 static size_t run_of(const Stretch *s, size_t i, uint8_t cls) {
-    while (i < s->n && s->cls[i] == cls) i++;
-    return i;
+    for (unsigned k = 16; k == 16 && i < s->n; i += k) k = same16(s->cls + i, cls);
+    return i < s->n ? i : s->n;
 }
 
 static size_t punct_run(const Stretch *s, size_t i) {
@@ -29,8 +29,13 @@ static size_t punct_run(const Stretch *s, size_t i) {
 }
 
 /* Length of a case-insensitive contraction ('s 't 're 've 'm 'll 'd) at i, or 0. */
-static size_t contraction(const Stretch *s, size_t i) {
-    if (CP(i) != '\'') return 0;
+static size_t contraction_after(const Stretch *s, size_t i);
+static inline size_t contraction(const Stretch *s, size_t i) {
+    return CP(i) == '\'' ? contraction_after(s, i) : 0;
+}
+
+/* The same at i, an apostrophe. */
+static size_t contraction_after(const Stretch *s, size_t i) {
     uint8_t a = FOLD(i + 1), b = FOLD(i + 2);
     if (a == F_S || a == F_T || a == F_M || a == F_D) return 2;
     if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L)) return 3;

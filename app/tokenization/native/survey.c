@@ -10,6 +10,7 @@ int survey_blocks(const uint8_t *probed, const uint8_t *data, size_t n, uint8_t 
     for (size_t b = 0; b < SURVEY_BLOCKS; b++) missing[b] = 0;
     if (n && !probed[0]) missing[0] = any = 1;
     for (size_t i = 0; i < n; i++) {
+        if (data[i] < 0x80 && i + 16 <= n) i += ascii16(data + i) - 1; /* ASCII: block 0 */
         if (data[i] < 0xC0) continue;
         int width;
         uint32_t block = utf8_decode_at(data, i, &width) >> SURVEY_BLOCK_BITS;
