@@ -5,10 +5,10 @@ What Codex CLI sends (``wire_api = "responses"``) maps onto chat like this:
 - ``instructions`` becomes the first message, role ``system``.
 - ``input`` is a string (one user message) or a list of items:
   ``message`` items (role user / assistant / system / developer; content a string or
-  ``input_text`` / ``output_text`` / ``refusal`` parts) keep their role, except that
-  ``developer`` becomes ``system`` (OpenAI treats them alike; templates such as Qwen3's
-  silently drop a role they do not know, and Codex sends its sandbox and approval rules as
-  developer messages); their parts becoming
+  ``input_text`` / ``output_text`` / ``refusal`` parts) keep their role, as vLLM keeps it:
+  the renderer turns ``developer`` into ``system`` for a template that does not name the role
+  (``app.rendering.messages``; Codex sends its sandbox and approval rules as developer
+  messages); their parts becoming
   chat text parts (rendered like vLLM: joined with ``"\\n"`` for string-format templates);
   ``input_image`` / ``input_file`` / ``input_audio`` are a 400: the proxy sends token ids, so
   it serves text-only models.  ``function_call`` items become assistant ``tool_calls``
@@ -86,7 +86,7 @@ class _Turns:
                 message = _message(item, where)
                 if message["role"] == "assistant" and self.reasoning is not None:
                     message["reasoning_content"] = self.reasoning
-                if message["role"] != "system":
+                if message["role"] not in ("system", "developer"):
                     self.reasoning = None
                 out.append(message)
             elif kind == "function_call":
@@ -232,8 +232,6 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
     role = item.get("role")
     if role not in _MESSAGE_ROLES:
         raise BadRequestError(f"{where}.role must be one of {sorted(_MESSAGE_ROLES)}", param=where)
-    if role == "developer":
-        role = "system"
     content = item.get("content")
     if isinstance(content, str):
         return {"role": role, "content": content}

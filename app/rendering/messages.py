@@ -22,11 +22,21 @@ it came in.
 
 A template's content format (``content_format``) is "openai" when it loops over a message's
 ``content``, else "string".
+
+Roles (``as_vllm_roles``): a template whose text never names the ``developer`` role (quoted)
+gets each ``developer`` message as a ``system`` one (its ``tools`` key dropped), and then, when a
+system message is not first or there are several, all of them merged into one first system
+message: their texts (parts' texts joined with ``"\n"``), the empty ones left out, joined with
+blank lines, as a plain string in both formats. Other messages keep their order. A template that
+names the role gets the messages as they are. This is vLLM's ``safe_apply_chat_template``, run
+for every client API (the Responses translation keeps ``developer`` items as ``developer``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,6 +75,44 @@ def prepare_messages(
     if not messages:
         raise BadRequestError("messages must not be empty", param="messages")
     return [prepare_message(i, m, content_format) for i, m in enumerate(messages)]
+
+
+@functools.lru_cache(maxsize=64)
+def takes_developer(source: str) -> bool:
+    """Whether template text ``source`` names the ``developer`` role (as vLLM tests it)."""
+    return '"developer"' in source or "'developer'" in source
+
+
+_ROLE = operator.itemgetter("role")
+
+
+def as_vllm_roles(prepared: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
+    """Prepared messages with their roles as vLLM hands them to template ``source`` (see the
+    module docstring): ``prepared`` itself when nothing changes, else a new list (holding
+    ``prepared``'s dicts of the messages left as they are)."""
+    if "developer" not in map(_ROLE, prepared) or takes_developer(source):
+        return prepared
+    messages = [_as_system(m) if m["role"] == "developer" else m for m in prepared]
+    systems = [m for m in messages if m["role"] == "system"]
+    if messages[0]["role"] == "system" and len(systems) == 1:
+        return messages
+    texts = [text for m in systems if (text := _system_text(m["content"]))]
+    merged = {"role": "system", "content": "\n\n".join(texts)}
+    return [merged, *(m for m in messages if m["role"] != "system")]
+
+
+def _as_system(message: dict[str, Any]) -> dict[str, Any]:
+    out = {**message, "role": "system"}
+    out.pop("tools", None)
+    return out
+
+
+def _system_text(content: str | Parts) -> str:
+    return (
+        content
+        if isinstance(content, str)
+        else "\n".join(p["text"] for p in content if "text" in p)
+    )
 
 
 def prepare_tools(tools: Sequence[Mapping[str, Any]]) -> list[Any]:
@@ -158,6 +206,11 @@ class Parts(list[dict[str, Any]]):
 
     def __str__(self) -> str:
         return self._text
+
+
+PARTS_OBJECT = f"{Parts.__module__}.{Parts.__qualname__} object"
+"""How jinja's errors name ``Parts`` ("... object has no element 0"): the renderer's errors
+say "list object" instead, as transformers' do (vLLM hands it a plain list)."""
 
 
 def _content(where: str, content: Any, fmt: ContentFormat) -> str | Parts:

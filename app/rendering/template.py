@@ -18,6 +18,7 @@ from app.rendering.environment import RESERVED_NAMES, TemplateRaised, make_envir
 from app.rendering.loops import RUNNER, plan_loops
 from app.rendering.memo import RenderCache, SessionMemo
 from app.rendering.messages import (
+    PARTS_OBJECT,
     as_vllm_roles,
     prepare_message,
     prepare_messages,
@@ -310,7 +311,7 @@ def template_error(name: str, exc: BaseException) -> TemplateError:
         what = exc.message or type(exc).__name__
     else:
         what = f"{type(exc).__name__}: {exc}"
-    return TemplateError(f"{where}: {what}")
+    return TemplateError(f"{where}: {what.replace(PARTS_OBJECT, 'list object')}")
 
 
 def _chat_template(

@@ -76,9 +76,11 @@ SERVER_SOURCES: dict[str, _Source] = {
     "vllm_engine": _server(VLLM, _VLLM_EP + "serve/engine/protocol.py"),
     "vllm_tokenize": _server(VLLM, _VLLM_EP + "serve/tokenize/protocol.py"),
     "vllm_sampling": _server(VLLM, "vllm/sampling_params.py"),
+    "vllm_renderer": _server(VLLM, "vllm/renderers/hf.py"),
     "sglang_api": _server(SGLANG, "sglang/api/v1/api_types.py"),
 }
-"""The server source files of the contract tests (tests/upstream/test_server_contracts.py)."""
+"""The server source files of the contract tests (tests/upstream/test_server_contracts.py) and
+of vLLM's role handling (tests/rendering/test_vllm_roles.py)."""
 _SOURCES: dict[str, _Source] = {
     **SERVER_SOURCES,
     "qwen3": _Source(_QWEN, _QWEN_DIR + "tokenizer.json", "qwen3/tokenizer.json"),
@@ -123,6 +125,7 @@ _SHA256 = {
     "vllm_engine": "9d865d7006ed6ede3417f75444f8b5dcd82769165e703b140b45ed639d0c16a4",
     "vllm_tokenize": "ca0090a337d07660c78bfde2793793ae128b0de124c7251de99ec6428b383ee3",
     "vllm_sampling": "deebc01732f3f7c14b9912dbed0190570015f5e0635c802c8293a508c36e4848",
+    "vllm_renderer": "3c84c86b348b539fc741085327b165f4b6bf958cc6c0e19fb5dc0f54430432d2",
     "sglang_api": "60fd8b7b61b1b88424139f57879e16b4b756473b26f20e214314b74dec52352b",
 }
 

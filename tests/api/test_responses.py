@@ -86,7 +86,7 @@ def test_codex_items_become_chat_turns() -> None:
     body = codex_session(MODEL)[4]  # up to the apply_patch output
     chat = chat_body(body)
     roles = [m["role"] for m in chat["messages"]]
-    assert roles == ["system", "system", "user", "user", "assistant", "tool", "assistant",
+    assert roles == ["system", "developer", "user", "user", "assistant", "tool", "assistant",
                      "tool", "assistant", "tool", "assistant", "tool"]
     assert chat["messages"][0]["content"].startswith("You are Codex")
     first = chat["messages"][4]
@@ -315,8 +315,11 @@ def test_qwen3_stream_through_the_sdk(qwen3_dir: Path) -> None:
     assert final.usage.input_tokens == len(expected_ids(qwen3_dir, body))
     assert stub.requests[0]["prompt"] == expected_ids(qwen3_dir, body)
     assert stub.requests[0]["prompt"] == stub.requests[1]["prompt"]
-    # Codex's developer message (sandbox rules) reaches the model: Qwen3 drops "developer"
-    assert "<|im_start|>system\n<permissions instructions>" in rendered(qwen3_dir, body)
+    # Codex's developer message (sandbox rules) reaches the model: Qwen3's template names no
+    # "developer" role, so it joins the instructions' system turn, as vLLM merges them
+    system_turn = rendered(qwen3_dir, body).split("<|im_end|>")[0]
+    assert system_turn.startswith("<|im_start|>system\nYou are Codex")
+    assert "\n\n<permissions instructions>" in system_turn
     names = [name for name, _ in events]
     assert seen == names
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
