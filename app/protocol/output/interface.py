@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from app.generation import ToolFormat
 from app.protocol.output.deltas import ChatDelta, ParsedOutput
@@ -32,6 +32,15 @@ class BlockEnd(Protocol):
     def find(self, body: str) -> int | None:
         """Where the closing marker starts in ``body``, or None while it has not arrived."""
         ...
+
+
+@runtime_checkable
+class SectionCallsEnd(BlockEnd, Protocol):
+    """A ``BlockEnd`` of a section of several calls that also finds where each call ends, so
+    each call goes out at its own end marker instead of waiting for the section's."""
+
+    call_ends: list[int]
+    """Where each call found so far ends in the body (just after its end marker), in order."""
 
 
 class ChoiceParser(Protocol):
@@ -76,7 +85,8 @@ class TagCalls:
     at the end of the output. ``block_end``: a fresh scanner per block.
     ``decode``: the calls in a block's text (between the markers, markers excluded): a
     section may hold several; ``None`` when the block is not well-formed, and the block then
-    becomes content, markers and all.
+    becomes content, markers and all. Where the scanner is a ``SectionCallsEnd``, ``decode``
+    gets each call's text as the call ends, then what is left of the block when it closes.
     """
 
     opens: tuple[str, ...]

@@ -8,8 +8,10 @@
 The formats differ only in their markers, in how the header names the function and in
 whether a section ends the reasoning (``section_format`` builds each). A
 marker inside a JSON string of the arguments is text (code that mentions it), so the
-arguments are followed with a ``JsonCursor``. A call whose ``CALL_END`` is missing ends at the
-section's end, as in vLLM. A section with any call that is not well formed is text whole.
+arguments are followed with a ``JsonCursor``. Each call goes out at its own ``CALL_END``
+(``SectionEnd.call_ends``); a call whose ``CALL_END`` is missing ends at the section's end,
+as in vLLM. The first call that is not well formed is text, and so is the rest of its
+section.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class SectionMarkers:
 
 
 class SectionEnd:
-    """Finds the ``end`` marker that closes a section, scanning only text not seen before."""
+    """Finds the ``end`` marker that closes a section, and where each of its calls ends,
+    scanning only text not seen before (a ``SectionCallsEnd``)."""
 
     def __init__(self, markers: SectionMarkers) -> None:
         self._markers = markers
@@ -51,6 +54,7 @@ class SectionEnd:
         self._closers = (markers.call_end, markers.end)
         self._pos = 0
         self._arguments: JsonCursor | None = None  # inside a call's arguments
+        self.call_ends: list[int] = []
 
     def find(self, body: str) -> int | None:
         """Where the closing marker starts in ``body`` (the text after ``begin``), if yet."""
@@ -75,6 +79,7 @@ class SectionEnd:
             if closer is not None:
                 self._pos = at_stop + len(closer)
                 self._arguments = None
+                self.call_ends.append(self._pos)
             elif any(tag.startswith(body[at_stop:]) for tag in self._closers):
                 return None  # a marker still arriving
             else:

@@ -11,7 +11,9 @@ one is held until the next piece (or ``finish``) decides, and so is whitespace o
 content segment while a tool call may follow (it is then layout). A tool-call block is held
 whole and emitted at its closing marker (or, for formats without one, at the end of the
 output), one delta per call with id, name and complete arguments: only then is it known to
-be a tool call at all, and a delta once sent cannot be taken back.
+be a tool call at all, and a delta once sent cannot be taken back. A section of several calls
+whose scanner finds each call's end (``SectionCallsEnd``) sends each call at its own end; the
+first call that does not decode, and the rest of its section, are text.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from app.protocol.output.deltas import ChatDelta
 from app.protocol.output.interface import (
     THINK,
     BlockEnd,
+    Call,
     NeverEnds,
     ParserOptions,
     Reasoning,
     Schemas,
+    SectionCallsEnd,
     TagCalls,
 )
 from app.protocol.output.scanning import find_tag, partial_tag_start
@@ -88,6 +92,9 @@ class OutputParser(SteppedParser):
         # in TOOL, _buffer holds the block after its opener
         self._opener = ""  # the marker that opened the current block
         self._block_end: BlockEnd = NeverEnds()
+        self._calls_end: SectionCallsEnd | None = None  # None: the block's calls go out at its end
+        self._sent = 0  # where the block's calls already sent end in the block
+        self._ends_read = 0  # how many of _calls_end.call_ends were read
         self._held_space = ""  # whitespace opening a content segment, dropped if layout
         self._segment_has_text = calls is None
         self._after_tool_call = False
@@ -168,6 +175,10 @@ class OutputParser(SteppedParser):
             self._emit_content(out, self._buffer[:start])
             self._buffer = self._buffer[start + len(self._opener) :]
             self._block_end = calls.block_end()
+            self._calls_end = (
+                self._block_end if isinstance(self._block_end, SectionCallsEnd) else None
+            )
+            self._sent = self._ends_read = 0
             self._state = _State.TOOL
             return True
         cut = len(self._buffer) if final else partial_tag_start(self._buffer, calls.opens)
@@ -179,13 +190,16 @@ class OutputParser(SteppedParser):
         assert self._calls is not None
         closes = self._calls.closes
         end = self._block_end.find(self._buffer)
+        self._send_ended_calls(out)
         if end is None and final:
             # Unclosed by the scanner's reading (say, an unbalanced quote): fall back to the
-            # first literal closing marker, so later blocks still parse; a format without
-            # one ends its block here.
-            literal = find_tag(self._buffer, closes) if closes else (len(self._buffer), "")
+            # first literal closing marker after the calls sent, so later blocks still parse;
+            # a format without one ends its block here.
+            literal = (
+                find_tag(self._buffer, closes, self._sent) if closes else (len(self._buffer), "")
+            )
             if literal is None:
-                self._emit_content(out, self._opener + self._buffer)
+                self._emit_content(out, self._unsent(self._buffer))
                 self._buffer = ""
                 self._state = _State.CONTENT
                 return True
@@ -196,17 +210,44 @@ class OutputParser(SteppedParser):
         block = self._buffer[:end]
         self._buffer = self._buffer[end + len(closing) :]
         self._state = _State.CONTENT
-        if self._schemas is None:
-            self._schemas = parameter_schemas(self._tools)
-        decoded = self._calls.decode(block, self._schemas)
-        if not decoded:
-            self._emit_content(out, self._opener + block + closing)
+        rest = block[self._sent :]
+        decoded = [] if self._sent and not rest.strip() else self._decode(rest)
+        if decoded is None:
+            self._emit_content(out, self._unsent(block) + closing)
             return True
-        self._held_space = ""
-        for name, arguments in decoded:
-            self._emit_call(out, name, arguments)
+        self._send(out, decoded)
         self._begin_segment(after_tool_call=True)
         return True
+
+    def _send_ended_calls(self, out: list[ChatDelta]) -> None:
+        """Send each call the section's scanner has seen end since the last one sent; at the
+        first that does not decode, stop: it and the rest of the section go out as text."""
+        while self._calls_end is not None and self._ends_read < len(self._calls_end.call_ends):
+            end = self._calls_end.call_ends[self._ends_read]
+            self._ends_read += 1
+            decoded = self._decode(self._buffer[self._sent : end])
+            if decoded is None:
+                self._calls_end = None
+                return
+            self._sent = end
+            self._send(out, decoded)
+
+    def _decode(self, block: str) -> list[Call] | None:
+        """The calls in ``block``, None when it is not well formed (or holds none)."""
+        assert self._calls is not None
+        if self._schemas is None:
+            self._schemas = parameter_schemas(self._tools)
+        return self._calls.decode(block, self._schemas) or None
+
+    def _send(self, out: list[ChatDelta], calls: list[Call]) -> None:
+        self._held_space = ""  # whitespace before the block was layout
+        for name, arguments in calls:
+            self._emit_call(out, name, arguments)
+
+    def _unsent(self, block: str) -> str:
+        """The text of ``block`` no call sent holds: all of it, with its opening marker,
+        when none was sent."""
+        return block[self._sent :] if self._sent else self._opener + block
 
     # --- emission ----------------------------------------------------------------------
 

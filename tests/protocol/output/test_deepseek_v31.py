@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.protocol.output import FORMATS, ChoiceParser, ParsedOutput, ToolCall, detect
 from tests.protocol.output.helpers import make_parser
-from tests.protocol.output.splits import assert_every_split
+from tests.protocol.output.splits import assert_calls_sent_as_they_end, assert_every_split
 
 BEGIN, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL, SEP, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
@@ -48,6 +48,34 @@ def test_several_calls_without_thinking() -> None:
             ],
         ),
     )
+
+
+def test_each_call_is_sent_when_its_own_end_arrives() -> None:
+    first = f'{CALL}read_file{SEP}{{"path": "a.py"}}{CALL_END}'
+    second = f'{CALL}apply_patch{SEP}{{"lines": ["{CALL_END}{END}"]}}{CALL_END}'
+    text = f"The user wants a fix.</think>{BEGIN}{first}{second}{END}"
+    head = f"The user wants a fix.</think>{BEGIN}{first}"
+    assert_calls_sent_as_they_end(
+        lambda: deepseek(thinking=True), text, [len(head), len(head + second)]
+    )
+    assert_every_split(lambda: deepseek(thinking=True), text, ParsedOutput(
+        None,
+        "The user wants a fix.",
+        [
+            ToolCall("call_0000", "read_file", '{"path": "a.py"}'),
+            ToolCall("call_0001", "apply_patch", f'{{"lines": ["{CALL_END}{END}"]}}'),
+        ],
+    ))  # fmt: skip
+
+
+def test_a_malformed_call_after_a_sent_one_is_text_with_the_rest_of_its_section() -> None:
+    good = f"{CALL}f{SEP}{{}}{CALL_END}"
+    bad = f"{CALL}get weather{SEP}{{}}{CALL_END}"
+    text = f"{BEGIN}{good}{bad}{good}{END}"
+    assert_calls_sent_as_they_end(deepseek, text, [len(BEGIN + good)])
+    assert_every_split(deepseek, text, ParsedOutput(f"{bad}{good}{END}", None, [
+        ToolCall("call_0000", "f", "{}")
+    ]))  # fmt: skip
 
 
 def test_text_after_the_section_is_content() -> None:

@@ -61,6 +61,7 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
         '{"code": "<|tool_call_end|><|tool_calls_section_end|>"}',
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
         '{"x": "<|tool_calls_section_end|>"}<|tool_call_end|><|tool_calls_section_end|>',
+        '<|tool_call_begin|>functions.g:1<|tool_call_argument_begin|>{"y": 2}<|tool_call_end|>',
     ],
     "deepseek_v31": [
         *DEEPSEEK_V31,
@@ -70,6 +71,7 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
         '{"code": "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"}',
         '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{"x": [1]}<｜tool▁call▁end｜>'
         "<｜tool▁calls▁end｜>",
+        '<｜tool▁call▁begin｜>g<｜tool▁sep｜>{"y": 2}<｜tool▁call▁end｜>',
     ],
     "mistral": [
         *MISTRAL,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.protocol.output import FORMATS, ChoiceParser, ParsedOutput, ToolCall, detect
 from tests.protocol.output.helpers import make_parser, parsed, stream
-from tests.protocol.output.splits import assert_every_split
+from tests.protocol.output.splits import assert_calls_sent_as_they_end, assert_every_split
 
 BEGIN, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 CALL, ARGS, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
@@ -98,6 +98,50 @@ def test_a_malformed_call_makes_its_section_text() -> None:
     stray_text = f"{BEGIN}I will call{CALL}functions.f:0{ARGS}{{}}{CALL_END}{END}"
     for text in (bad_json, no_index, stray_text):
         assert kimi().parse(text) == ParsedOutput(text, None, []), text
+
+
+def test_each_call_is_sent_when_its_own_end_arrives() -> None:
+    """Not when the section closes: a client sees (and may start) each call as soon as the
+    model has finished writing it."""
+    first = f'{CALL}functions.read_file:0{ARGS}{{"path": "a.py"}}{CALL_END}'
+    second = f'\n{CALL}functions.grep:1{ARGS}{{"pattern": "{CALL_END}"}}{CALL_END}'
+    text = f"Reading.{BEGIN}{first}{second}\n{END}Done."
+    ends = [len(f"Reading.{BEGIN}{first}"), len(f"Reading.{BEGIN}{first}{second}")]
+    assert_calls_sent_as_they_end(kimi, text, ends)
+    assert_every_split(kimi, text, ParsedOutput("Reading.Done.", None, [
+        ToolCall("call_0000", "read_file", '{"path": "a.py"}'),
+        ToolCall("call_0001", "grep", f'{{"pattern": "{CALL_END}"}}'),
+    ]))  # fmt: skip
+
+
+def test_a_malformed_call_after_a_sent_one_is_text_with_the_rest_of_its_section() -> None:
+    """The first call went out at its end and cannot be taken back; the malformed one and
+    what follows it in the section are content, not dropped."""
+    good = f"{CALL}functions.f:0{ARGS}{{}}{CALL_END}"
+    bad = f"{CALL}functions.g:1{ARGS}{{oops}}{CALL_END}"
+    later = f"{CALL}functions.h:2{ARGS}{{}}{CALL_END}"
+    text = f"{BEGIN}{good}\n{bad}{later}{END}Then."
+    assert_calls_sent_as_they_end(kimi, text, [len(BEGIN + good)])
+    assert_every_split(kimi, text, ParsedOutput(f"\n{bad}{later}{END}Then.", None, [
+        ToolCall("call_0000", "f", "{}")
+    ]))  # fmt: skip
+
+
+def test_a_section_cut_off_after_a_sent_call_keeps_the_call() -> None:
+    good = f'{CALL}functions.f:0{ARGS}{{"a": [1]}}{CALL_END}'
+    truncated = f'{CALL}functions.g:1{ARGS}{{"b": "{END}'
+    text = f"{BEGIN}{good}{truncated}"
+    assert_every_split(kimi, text, ParsedOutput(truncated, None, [
+        ToolCall("call_0000", "f", '{"a": [1]}')
+    ]))  # fmt: skip
+
+
+def test_a_last_call_without_its_end_marker_ends_at_the_section_end() -> None:
+    """As vLLM reads it: the section's end closes the call written last."""
+    text = f"{BEGIN}{CALL}functions.f:0{ARGS}{{}}{CALL_END}{CALL}functions.g:1{ARGS}{{}}{END}"
+    assert_every_split(kimi, text, ParsedOutput(None, None, [
+        ToolCall("call_0000", "f", "{}"), ToolCall("call_0001", "g", "{}")
+    ]))  # fmt: skip
 
 
 def test_text_after_the_section_is_content() -> None:
