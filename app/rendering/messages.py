@@ -9,10 +9,12 @@ strings become objects and empty ``tool_calls`` lists are dropped. transformers
 (``apply_chat_template``) then drops ``None``-valued keys and aliases reasoning under
 ``thinking`` and ``reasoning_content``.
 
+Arguments that are not a JSON object (none, an empty or blank string, ``[]``, ``42``) become
+``{}`` as there, and a tool call whose ``type`` is not ``"function"`` is a 400 as there.
+
 Departures, on purpose: arguments that are not valid JSON are a 400 naming the message
-(vLLM silently renders ``{}``; an empty or blank string still means ``{}``, as there), and
-any non-text part (image, audio, video, embeddings) is a 400: the proxy sends token ids, so
-it serves text-only models.
+(vLLM silently renders ``{}``), and any non-text part (image, audio, video, embeddings) is a
+400: the proxy sends token ids, so it serves text-only models.
 
 Tools reach the template as vLLM's request model dumps them (``prepare_tools``): each function
 tool as ``{"type", "function": {"name", "description", "parameters"[, "strict"]
@@ -254,21 +256,24 @@ def _part(where: str, part: Any) -> dict[str, Any] | None:
 
 
 def _tool_call(where: str, call: Any) -> dict[str, Any]:
-    if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
-        raise BadRequestError(f"{where} must be an object with a 'function'", param=where)
+    if (
+        not isinstance(call, Mapping)
+        or not isinstance(call.get("function"), Mapping)
+        or call.get("type", "function") != "function"
+    ):
+        raise BadRequestError(
+            f"{where} must be a tool call of type 'function' with a 'function' object",
+            param=where,
+        )
     function = dict(call["function"])
     arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        if arguments.strip():
-            try:
-                function["arguments"] = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                raise BadRequestError(
-                    f"{where}.function.arguments is not valid JSON: {exc}",
-                    param=f"{where}.function.arguments",
-                ) from None
-        else:
-            function["arguments"] = {}
-    elif not isinstance(arguments, dict | list):
-        function["arguments"] = {}
+    if isinstance(arguments, str) and arguments.strip():
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise BadRequestError(
+                f"{where}.function.arguments is not valid JSON: {exc}",
+                param=f"{where}.function.arguments",
+            ) from None
+    function["arguments"] = arguments if isinstance(arguments, dict) else {}
     return {**call, "function": function}

@@ -77,10 +77,11 @@ SERVER_SOURCES: dict[str, _Source] = {
     "vllm_tokenize": _server(VLLM, _VLLM_EP + "serve/tokenize/protocol.py"),
     "vllm_sampling": _server(VLLM, "vllm/sampling_params.py"),
     "vllm_renderer": _server(VLLM, "vllm/renderers/hf.py"),
+    "vllm_chat_message": _server(VLLM, "vllm/renderers/chat_utils/chat_message.py"),
     "sglang_api": _server(SGLANG, "sglang/api/v1/api_types.py"),
 }
 """The server source files of the contract tests (tests/upstream/test_server_contracts.py) and
-of vLLM's role handling (tests/rendering/test_vllm_roles.py)."""
+of vLLM's message handling (tests/rendering/test_vllm_roles.py, test_vllm_tool_calls.py)."""
 _SOURCES: dict[str, _Source] = {
     **SERVER_SOURCES,
     "qwen3": _Source(_QWEN, _QWEN_DIR + "tokenizer.json", "qwen3/tokenizer.json"),
@@ -126,6 +127,7 @@ _SHA256 = {
     "vllm_tokenize": "ca0090a337d07660c78bfde2793793ae128b0de124c7251de99ec6428b383ee3",
     "vllm_sampling": "deebc01732f3f7c14b9912dbed0190570015f5e0635c802c8293a508c36e4848",
     "vllm_renderer": "3c84c86b348b539fc741085327b165f4b6bf958cc6c0e19fb5dc0f54430432d2",
+    "vllm_chat_message": "0eb9f6ca4899700f937cc8fca85d919ac625ce4b34aa524e5c3e9963e8f61bf6",
     "sglang_api": "60fd8b7b61b1b88424139f57879e16b4b756473b26f20e214314b74dec52352b",
 }
 

@@ -11,7 +11,6 @@ same conversation sent as an OpenAI chat request and as a Responses request (Cod
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from tests.rendering.test_real_templates import (
     _as_vllm_passes_them,
     _encoder,
 )
+from tests.rendering.vllm_source import functions
 
 hf_tokenizer = test_real_templates.hf_tokenizer  # the fixture, shared
 
@@ -50,23 +50,14 @@ VllmRoles = Callable[[str, list[dict[str, Any]]], list[dict[str, Any]]]
 @pytest.fixture(scope="module")
 def vllm_roles(assets_dir: Path) -> VllmRoles:
     """vLLM's role step: (template text, parsed messages) -> the messages transformers gets."""
-    path = app_assets.servers(assets_dir)["vllm_renderer"]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in _VLLM_FUNCTIONS]
-    assert sorted(n.name for n in found) == sorted(_VLLM_FUNCTIONS)
-    for node in found:
-        node.decorator_list = []  # lru_cache: nothing to cache in a test
-    future = ast.ImportFrom(module="__future__", names=[ast.alias(name="annotations")], level=0)
-    module = ast.fix_missing_locations(ast.Module(body=[future, *found], type_ignores=[]))
-    space: dict[str, Any] = {}
-    exec(compile(module, str(path), "exec"), space)  # the pinned wheel's own code
+    takes, to_system, merge = functions(
+        app_assets.servers(assets_dir)["vllm_renderer"], _VLLM_FUNCTIONS
+    ).values()
 
     def roles(template: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # safe_apply_chat_template's condition, then its two calls
-        if any(m["role"] == "developer" for m in messages) and not space[_VLLM_FUNCTIONS[0]](
-            template
-        ):
-            messages = space[_VLLM_FUNCTIONS[2]](space[_VLLM_FUNCTIONS[1]](messages))
+        if any(m["role"] == "developer" for m in messages) and not takes(template):
+            messages = merge(to_system(messages))
         return messages
 
     return roles

@@ -1,0 +1,24 @@
+"""Functions of vLLM's own source, run as they are: read from the pinned wheel's files
+(``app.tools.assets.servers``), never imported (their modules import torch and CUDA code)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+
+def functions(path: Path, names: tuple[str, ...], **names_used: Any) -> dict[str, Any]:
+    """The top-level functions ``names`` of the module at ``path``, compiled without their
+    decorators (``lru_cache``: nothing to cache in a test) and run in a namespace holding
+    ``names_used`` (what their bodies read from the module's imports)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    assert sorted(n.name for n in found) == sorted(names), f"{path} lacks some of {names}"
+    for node in found:
+        node.decorator_list = []
+    future = ast.ImportFrom(module="__future__", names=[ast.alias(name="annotations")], level=0)
+    module = ast.fix_missing_locations(ast.Module(body=[future, *found], type_ignores=[]))
+    space: dict[str, Any] = dict(names_used)
+    exec(compile(module, str(path), "exec"), space)  # the pinned wheel's own code
+    return {name: space[name] for name in names}
