@@ -4,24 +4,23 @@
     <|python_start|>[get_weather(city="Paris")]<|python_end|>      (Llama 4, special tokens)
 
 A list of calls with keyword arguments only, written as Python literals. It is read with
-``ast.parse`` and only literal nodes are accepted (strings, numbers, booleans, ``None``,
-lists, tuples, sets, dicts with string keys, a sign before a number, and the JSON names
-``true``/``false``/``null`` some models write): nothing is ever evaluated. A list opens the
-answer (after whitespace) or follows ``<|python_start|>``; anything that is not such a list
-is content, as in vLLM.
+``ast.parse`` and only literal nodes are accepted (``python_literals``: strings, numbers,
+booleans, ``None``, lists, tuples, sets, dicts with string keys, a sign before a number, and
+the JSON names ``true``/``false``/``null`` some models write): nothing is ever evaluated. A
+list opens the answer (after whitespace) or follows ``<|python_start|>``; anything that is
+not such a list is content, as in vLLM.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import re
-import warnings
 from functools import partial
 from typing import Any
 
 from app.protocol.output.interface import Call, Format, Schemas, TagCalls
 from app.protocol.output.leading import LeadingCallsParser
+from app.protocol.output.python_literals import NotLiteral, literal_value, parse_expression
 from app.protocol.output.schema import encode_call
 
 PYTHON_START = "<|python_start|>"
@@ -30,15 +29,10 @@ LIST_START = "["
 TEMPLATE_INSTRUCTION = "[func_name1("
 """What the pythonic chat templates (Llama 4, vLLM's Gemma 3 example) show the model."""
 
-_JSON_NAMES = {"true": True, "false": False, "null": None}
 _OUTSIDE = re.compile(r"[\[\](){}'\"#]")
 _OPENERS = "[({"
 _STRING_ENDS = {quote: re.compile(r"\\|" + re.escape(quote)) for quote in ("'", '"', "'''", '"""')}
 """Where a string that opened with the key may end: its quote, or a backslash to skip."""
-
-
-class _NotLiteral(ValueError):
-    pass
 
 
 class PythonListEnd:
@@ -121,55 +115,25 @@ class PythonListEnd:
             return True
 
 
-def _literal(node: ast.expr) -> Any:
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if (
-            value is None
-            or isinstance(value, str | int)
-            or (isinstance(value, float) and math.isfinite(value))
-        ):
-            return value
-        raise _NotLiteral("not a JSON value")
-    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
-        return _JSON_NAMES[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = _literal(node.operand)
-        if isinstance(operand, int | float) and not isinstance(operand, bool):
-            return -operand if isinstance(node.op, ast.USub) else operand
-        raise _NotLiteral("a sign before a non-number")
-    if isinstance(node, ast.List | ast.Tuple | ast.Set):
-        return [_literal(item) for item in node.elts]
-    if isinstance(node, ast.Dict):
-        out: dict[str, Any] = {}
-        for key, item in zip(node.keys, node.values, strict=True):
-            name = None if key is None else _literal(key)
-            if not isinstance(name, str) or name in out:
-                raise _NotLiteral("a dict key that is not a new string")
-            out[name] = _literal(item)
-        return out
-    raise _NotLiteral(type(node).__name__)
-
-
 def _function_name(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
         return _function_name(node.value) + "." + node.attr
-    raise _NotLiteral("not a function name")
+    raise NotLiteral("not a function name")
 
 
 def _call(node: ast.expr) -> Call:
     if not isinstance(node, ast.Call) or node.args:
-        raise _NotLiteral("not a call with keyword arguments")
+        raise NotLiteral("not a call with keyword arguments")
     arguments: dict[str, Any] = {}
     for keyword in node.keywords:
         if keyword.arg is None or keyword.arg in arguments:
-            raise _NotLiteral("**kwargs or a repeated keyword")
-        arguments[keyword.arg] = _literal(keyword.value)
+            raise NotLiteral("**kwargs or a repeated keyword")
+        arguments[keyword.arg] = literal_value(keyword.value)
     encoded = encode_call(_function_name(node.func), arguments)
     if encoded is None:
-        raise _NotLiteral("not UTF-8")
+        raise NotLiteral("not UTF-8")
     return encoded
 
 
@@ -179,13 +143,11 @@ def decode_pythonic(block: str, schemas: Schemas) -> list[Call] | None:
     ``schemas``)."""
     text = block.strip().removeprefix(PYTHON_START).removesuffix(PYTHON_END).strip()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences in a string are text
-            tree = ast.parse(text, mode="eval")
-        if not isinstance(tree.body, ast.List) or not tree.body.elts:
+        tree = parse_expression(text)
+        if not isinstance(tree, ast.List) or not tree.elts:
             return None
-        return [_call(node) for node in tree.body.elts]
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [_call(node) for node in tree.elts]
+    except (ValueError, RecursionError):
         return None
 
 

@@ -43,7 +43,7 @@ def _strip_template_newlines(value: str) -> str:
     return value.removesuffix("\n")
 
 
-def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
+def _parameters(inner: str, schemas: dict[str, Any], python: bool) -> dict[str, Any] | None:
     """The typed parameters written in ``inner``; ``None`` if anything else is there, or a
     name twice (one value would be lost)."""
     parameters: dict[str, Any] = {}
@@ -58,14 +58,15 @@ def _parameters(inner: str, schemas: dict[str, Any]) -> dict[str, Any] | None:
         end = find_tag(inner, (PARAMETER_CLOSE, PARAMETER_OPEN), name_end + 1)
         value_end = end[0] if end is not None else len(inner)
         raw = _strip_template_newlines(inner[name_end + 1 : value_end])
-        parameters[name] = convert_value(raw, schemas.get(name))
+        parameters[name] = convert_value(raw, schemas.get(name), python=python)
         pos = value_end + len(PARAMETER_CLOSE) if end and end[1] == PARAMETER_CLOSE else value_end
     return None if inner[pos:].strip() else parameters
 
 
-def decode_qwen3_coder(block: str, schemas: Schemas) -> list[Call] | None:
+def decode_qwen3_coder(block: str, schemas: Schemas, *, python: bool = False) -> list[Call] | None:
     """The call in a block's text, or ``None`` when it is not a tool call; values are typed
-    by ``schemas`` (unknown tools get string values)."""
+    by ``schemas`` (unknown tools get string values), objects, arrays and null read as Python
+    literals too with ``python`` (``schema.convert_value``)."""
     text = block.strip()
     name_end = text.find(">")
     if not text.startswith(FUNCTION_OPEN) or name_end < 0 or not text.endswith(FUNCTION_CLOSE):
@@ -76,7 +77,7 @@ def decode_qwen3_coder(block: str, schemas: Schemas) -> list[Call] | None:
     body_start, body_end = name_end + 1, len(text) - len(FUNCTION_CLOSE)
     if body_start > body_end:
         return None
-    parameters = _parameters(text[body_start:body_end], schemas.get(name, {}))
+    parameters = _parameters(text[body_start:body_end], schemas.get(name, {}), python)
     call = None if parameters is None else encode_call(name, parameters)
     return None if call is None else [call]
 

@@ -2,7 +2,9 @@
 
 Qwen3-Coder writes every parameter value as bare text; the tool's schema says what it was
 meant to be. Non-string types are tried in the schema's order, ``string`` (or no usable
-schema) last, and text that fits none stays the raw string: a value is never dropped.
+schema) last, and text that fits none stays the raw string: a value is never dropped. Where
+a format's template writes objects, arrays and null with Python's ``str`` (Seed-OSS), those
+types also read Python literals (``python_literals``, never evaluated).
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from app.protocol.output.python_literals import python_value
+
 _NOT_CONVERTED = object()
+_PYTHON_TYPES = frozenset({"object", "array", "null"})
+"""The types Python's ``str`` writes other than JSON does (``{'a': True}``, ``None``)."""
 
 
 def parameter_schemas(tools: Iterable[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
@@ -62,21 +68,30 @@ def loads_strict(text: str) -> Any:
         raise ValueError("JSON nested too deeply") from exc
 
 
-def _as_type(raw: str, type_name: str) -> Any:
+def _read(text: str, python: bool) -> Any:
+    """The JSON value ``text`` is, or what it is as a Python literal with ``python``."""
+    try:
+        return loads_strict(text)
+    except ValueError:
+        if not python:
+            return _NOT_CONVERTED
+    try:
+        return python_value(text)
+    except ValueError:
+        return _NOT_CONVERTED
+
+
+def _as_type(raw: str, type_name: str, python: bool) -> Any:
     text = raw.strip()
-    if type_name == "null":
-        return None if text == "null" else _NOT_CONVERTED
     if type_name == "boolean":
         lowered = text.lower()
         return lowered == "true" if lowered in ("true", "false") else _NOT_CONVERTED
-    try:
-        value = loads_strict(text)
-    except ValueError:
-        return _NOT_CONVERTED
+    value = _read(text, python and type_name in _PYTHON_TYPES)
     if isinstance(value, bool):
         return _NOT_CONVERTED
     fits = (
-        (type_name == "integer" and isinstance(value, int))
+        (type_name == "null" and value is None)
+        or (type_name == "integer" and isinstance(value, int))
         or (type_name == "number" and isinstance(value, int | float))
         or (type_name == "object" and isinstance(value, dict))
         or (type_name == "array" and isinstance(value, list))
@@ -84,12 +99,13 @@ def _as_type(raw: str, type_name: str) -> Any:
     return value if fits else _NOT_CONVERTED
 
 
-def convert_value(raw: str, schema: Any) -> Any:
-    """The JSON value ``raw`` stands for under ``schema``; ``raw`` itself when none fits."""
+def convert_value(raw: str, schema: Any, *, python: bool = False) -> Any:
+    """The JSON value ``raw`` stands for under ``schema``; ``raw`` itself when none fits.
+    ``python``: an object, array or null may be written as a Python literal too."""
     for type_name in _schema_types(schema):
         if type_name == "string":
             continue
-        value = _as_type(raw, type_name)
+        value = _as_type(raw, type_name, python)
         if value is not _NOT_CONVERTED:
             return value
     return raw

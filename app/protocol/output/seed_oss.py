@@ -6,12 +6,17 @@
     </function>
     </seed:tool_call>
 
-One call per block, read exactly as Qwen3-Coder's (``qwen3_coder.decode_qwen3_coder``: one
-newline on either side of a value is layout, values typed by the tool's JSON schema).
-Reasoning is in ``<seed:think>`` … ``</seed:think>``.
+One call per block, read as Qwen3-Coder's (``qwen3_coder.decode_qwen3_coder``: one newline on
+either side of a value is layout, values typed by the tool's JSON schema), except that
+Seed-OSS's chat template writes a value that is not a string with Python's ``str``
+(``{'a': True}``, ``None``), so the model writes such values: a parameter whose schema says
+object, array or null reads them as Python literals when they are not JSON, as vLLM's
+Seed-OSS parser does (never evaluated). Reasoning is in ``<seed:think>`` … ``</seed:think>``.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from app.protocol.output.interface import Format, Reasoning, TagCalls
 from app.protocol.output.qwen3_coder import (
@@ -39,7 +44,7 @@ FORMAT = Format(
         opens=(TOOL_CALL_OPEN,),
         close=TOOL_CALL_CLOSE,
         block_end=seed_block_end,
-        decode=decode_qwen3_coder,
+        decode=partial(decode_qwen3_coder, python=True),
         end_reasoning=True,
     ),
     special_tokens=(TOOL_CALL_OPEN, TOOL_CALL_CLOSE, SEED_THINK.open, SEED_THINK.close),

@@ -49,16 +49,13 @@ PATCH = {
     "hunks": [{"at": 3, "text": 'print("}<tool_call|></tool_call>")'}],
     "dry_run": False,
 }
-SCALARS = {"path": "a.py", "line": 3, "dry_run": True}
-"""Seed-OSS's template writes a non-string value with Jinja's ``string`` filter (Python's
-``str``): a list comes back as its Python text, so its calls keep to scalars."""
 THOUGHT = "The patch goes in a.py."
 TEMPLATES = {
     # template stem: (format, arguments of the first call, the thinking switch it reads)
     "GLM-4.6": ("glm45", PATCH, "enable_thinking"),
     "GLM-4.7-Flash": ("glm47", PATCH, "enable_thinking"),
     "MiniMax-M2": ("minimax_m2", PATCH, None),
-    "ByteDance-Seed-OSS": ("seed_oss", SCALARS, None),
+    "ByteDance-Seed-OSS": ("seed_oss", PATCH, None),  # its non-strings in Python's ``str``
     "deepseek-ai-DeepSeek-V3.2": ("deepseek_v32", PATCH, "thinking"),
     "deepseek-ai-DeepSeek-V4": ("deepseek_v32", PATCH, "thinking"),
     "deepseek-ai-DeepSeek-V4-Flash-0731": ("deepseek_v32", PATCH, "thinking"),
