@@ -305,12 +305,15 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, 
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
         if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
-            size_t run = i + 16 <= b ? ascii16(data + i) : 1;
-            for (size_t k = 0; k < run; k++) {
-                w->cp[n + k] = data[i + k];
-                w->cls[n + k] = classes[data[i + k]];
-                w->at[n + k] = (uint32_t)(i + k - a);
+            size_t run = 1;
+            if (i + 16 <= b) { /* all 16 written, the first run of them kept (n <= i - a) */
+                run = ascii16(data + i);
+                widen16(data + i, w->cp + n, w->at + n, (uint32_t)(i - a));
+            } else {
+                w->cp[n] = data[i];
+                w->at[n] = (uint32_t)(i - a);
             }
+            for (size_t k = 0; k < run; k++) w->cls[n + k] = classes[data[i + k]];
             n += run - 1;
             i += run;
             continue;

@@ -115,7 +115,27 @@ static inline unsigned same16(const uint8_t *p, uint8_t c) {
     __m128i v = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8((char)c));
     return (unsigned)__builtin_ctz(~(unsigned)_mm_movemask_epi8(v));
 }
+/* The 16 ASCII bytes at p as code points, and their offsets from base on. */
+static inline void widen16(const uint8_t *p, uint32_t *cp, uint32_t *at, uint32_t base) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p), z = _mm_setzero_si128();
+    __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+    _mm_storeu_si128((__m128i *)cp, _mm_unpacklo_epi16(lo, z));
+    _mm_storeu_si128((__m128i *)(cp + 4), _mm_unpackhi_epi16(lo, z));
+    _mm_storeu_si128((__m128i *)(cp + 8), _mm_unpacklo_epi16(hi, z));
+    _mm_storeu_si128((__m128i *)(cp + 12), _mm_unpackhi_epi16(hi, z));
+    __m128i offsets = _mm_add_epi32(_mm_set1_epi32((int)base), _mm_setr_epi32(0, 1, 2, 3));
+    for (int k = 0; k < 16; k += 4) {
+        _mm_storeu_si128((__m128i *)(at + k), offsets);
+        offsets = _mm_add_epi32(offsets, _mm_set1_epi32(4));
+    }
+}
 #else
+static inline void widen16(const uint8_t *p, uint32_t *cp, uint32_t *at, uint32_t base) {
+    for (uint32_t k = 0; k < 16; k++) {
+        cp[k] = p[k];
+        at[k] = base + k;
+    }
+}
 static inline unsigned ascii16(const uint8_t *p) {
     unsigned k = 0;
     while (k < 16 && p[k] < 0x80) k++;

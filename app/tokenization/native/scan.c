@@ -184,6 +184,13 @@ static inline int ascii_punct(uint32_t c) {
 #define LM(i) ((i) < b && (s->cls[i] == C_L || s->kinds[s->cp[i]] == K_MARK))
 #define PS(i) ((i) < b && s->kinds[s->cp[i]] == K_SYMBOL)
 
+/* The end of [\p{L}\p{M}]+ at i (one of them), in a segment ending at b. */
+static size_t letters_or_marks(const Stretch *s, size_t i, size_t b) {
+    size_t e = run_of(s, i, C_L);
+    for (e = e < b ? e : b; LM(e); e++) {}
+    return e;
+}
+
 static size_t deepseek_match(const Stretch *s, size_t i, size_t b) {
     uint32_t c = s->cp[i];
     uint8_t cls = s->cls[i];
@@ -192,14 +199,8 @@ static size_t deepseek_match(const Stretch *s, size_t i, size_t b) {
         for (e = i + 1; e < b && ascii_letter(s->cp[e]); e++) {}
         return e;
     }
-    if (cls != C_NL && cls != C_L && !PS(i) && LM(i + 1)) {
-        for (e = i + 1; LM(e); e++) {}
-        return e;
-    }
-    if (LM(i)) {
-        for (e = i; LM(e); e++) {}
-        return e;
-    }
+    if (cls != C_NL && cls != C_L && !PS(i) && LM(i + 1)) return letters_or_marks(s, i + 1, b);
+    if (LM(i)) return letters_or_marks(s, i, b);
     size_t p = (c == ' ' && PS(i + 1)) ? i + 1 : i;
     if (PS(p)) {
         for (e = p; PS(e); e++) {}
@@ -229,7 +230,10 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
             continue;
         }
         int in_cjk = cjk(s->cp[i]);
-        for (b = i; b < n && s->cls[b] != C_N && cjk(s->cp[b]) == in_cjk; b++) {}
+        b = i;
+        if (!in_cjk) /* below the first CJK code point, not a digit */
+            while (b < n && s->cp[b] < 0x3040 && s->cls[b] != C_N) b++;
+        for (; b < n && s->cls[b] != C_N && cjk(s->cp[b]) == in_cjk; b++) {}
         int gap = 0;
         while (i < b) {
             size_t e = deepseek_match(s, i, b);
