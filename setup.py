@@ -11,6 +11,13 @@ setup(
             extra_compile_args=["-O3", "-g", "-std=c11"],
         ),
         Extension(
+            "app.protocol._json_spans",
+            ["app/protocol/_json_spans.c"],
+            extra_compile_args=[
+                "-O3", "-g", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"
+            ],
+        ),
+        Extension(
             "app.tokenization.native._native",
             [
                 f"app/tokenization/native/{name}.c"

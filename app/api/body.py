@@ -12,6 +12,7 @@ import orjson
 from fastapi import Request
 
 from app.errors import BadRequestError, PayloadTooLargeError, RequestTimeoutError
+from app.protocol import bounded_json
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.telemetry.timings import Timings
 
@@ -66,7 +67,7 @@ async def json_body(
 
 def _parsed(data: bytes, parser: BodyParser | None, key: str | None) -> ParsedBody:
     if parser is None:
-        return _guarded(data, lambda: ParsedBody(orjson.loads(data), 0))
+        return _guarded(data, lambda: ParsedBody(bounded_json.loads(data), 0))
     return _guarded(data, lambda: parser.parse(data, key))
 
 

@@ -35,6 +35,7 @@ import numpy.typing as npt
 import orjson
 
 from app.memos import Memos
+from app.protocol import bounded_json
 
 _SHIFT = 1 << 16
 """How far an edit before the array may move it (Claude Code's billing line: a few bytes)."""
@@ -97,7 +98,7 @@ class BodyParser:
         return ParsedBody(appended.body, reused, appended, len(data) - len(previous.data))
 
     def _full(self, data: bytes, key: str | None) -> ParsedBody:
-        body = orjson.loads(data)
+        body = bounded_json.loads(data)
         if key is not None and isinstance(body, dict) and isinstance(body.get(self._array), list):
             found = array_span(data, self._array)
             if found is not None and body[self._array]:
@@ -154,7 +155,7 @@ def _moved(data: bytes, items: memoryview, start: int) -> int | None:
 def _items(text: bytes) -> list[Any] | None:
     """The values of ``text`` read as the inside of one JSON array, or None."""
     try:
-        values = orjson.loads(b"[" + text + b"]")
+        values = bounded_json.loads(b"[" + text + b"]")
     except orjson.JSONDecodeError:
         return None
     return values if isinstance(values, list) else None
@@ -198,7 +199,7 @@ def _rest(data: bytes, start: int, end: int, array: str) -> dict[str, Any] | Non
     """The body with its array parsed as ``[MARK]``; None unless that is where it stood."""
     mark = secrets.randbits(62)
     try:
-        rest = orjson.loads(data[:start] + b"[%d]" % mark + data[end + 1 :])
+        rest = bounded_json.loads(data[:start] + b"[%d]" % mark + data[end + 1 :])
     except orjson.JSONDecodeError:
         return None
     if not isinstance(rest, dict) or rest.get(array) != [mark]:

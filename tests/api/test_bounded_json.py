@@ -1,0 +1,125 @@
+"""``bounded_json.loads`` equals ``orjson.loads``: the same value (types, key order, the last
+of duplicate keys) or the same error, on JSON cut into pieces as small as a byte."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.protocol import bounded_json
+from app.protocol._json_spans import parts
+
+_TEXT = st.text(
+    st.sampled_from(['"', "\\", "/", "\n", "\t", "\x01", "a", " ", "é", "数", "🙂", "\u2028"])
+    | st.characters(),
+    max_size=30,
+)
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | _TEXT
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(_TEXT, inner, max_size=6),
+    max_leaves=30,
+)
+
+
+def _text(value: Any, style: int) -> bytes:
+    """JSON text of ``value`` in one of several spellings (compact, spaced, ASCII with
+    ``\\u`` escapes and surrogate pairs, pretty)."""
+    if style == 0:
+        return orjson.dumps(value)
+    spelling = {1: {"separators": (" , ", " : ")}, 2: {"ensure_ascii": True}, 3: {"indent": 2}}
+    return json.dumps(value, **spelling[style], allow_nan=False).encode("utf-8", "surrogatepass")
+
+
+def _same(data: bytes, piece_bytes: int) -> None:
+    try:
+        expected: Any = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        with pytest.raises(orjson.JSONDecodeError) as found:
+            bounded_json.loads(data, piece_bytes)
+        assert (found.value.msg, found.value.pos) == (exc.msg, exc.pos)
+        return
+    value = bounded_json.loads(data, piece_bytes)
+    assert type(value) is type(expected)
+    assert orjson.dumps(value) == orjson.dumps(expected)  # order of keys included
+
+
+@settings(max_examples=400)
+@given(_VALUES.filter(lambda v: not isinstance(v, float) or v == v), st.integers(0, 3),
+       st.integers(1, 40))  # fmt: skip
+def test_valid_json_reads_as_orjson_reads_it(value: Any, style: int, piece_bytes: int) -> None:
+    try:
+        data = _text(value, style)
+    except (ValueError, TypeError):  # inf / nan, lone surrogates: no JSON text
+        return
+    _same(data, piece_bytes)
+
+
+@settings(max_examples=400)
+@given(_VALUES, st.integers(0, 3), st.integers(1, 40), st.data())
+def test_damaged_json_is_refused_or_read_as_orjson_does(
+    value: Any, style: int, piece_bytes: int, data: st.DataObject
+) -> None:
+    """Bytes deleted, inserted or replaced anywhere, JSON's structural bytes most often."""
+    try:
+        text = bytearray(_text(value, style))
+    except (ValueError, TypeError):
+        return
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(text)))
+        byte = data.draw(st.sampled_from(list(b'"\\,:[]{} u0dDe-\xff\xc3\x80')))
+        edit = data.draw(st.sampled_from(["delete", "insert", "replace"]))
+        if edit == "insert" or at == len(text):
+            text[at:at] = bytes([byte])
+        elif edit == "delete":
+            del text[at]
+        else:
+            text[at] = byte
+    _same(bytes(text), piece_bytes)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "messages"]), _SCALARS), max_size=8),
+       st.integers(1, 30))  # fmt: skip
+def test_duplicate_keys_keep_the_first_place_and_the_last_value(
+    members: list[tuple[str, Any]], piece_bytes: int
+) -> None:
+    inner = b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in members
+                      if not isinstance(v, float) or v == v)  # fmt: skip
+    for data in (b"{" + inner + b"}", b'{"x": [{' + inner + b'}, {' + inner + b"}]}"):
+        _same(data, piece_bytes)
+
+
+def test_a_large_string_is_cut_only_between_characters_and_escapes() -> None:
+    content = ('\\"' * 5 + "é" * 3 + "\\ud83d\\ude00" + "🙂" + "\\n") * 50
+    data = ('{"m": ["' + content + '"]}').encode()
+    for limit in range(1, 25):
+        assert bounded_json.loads(data, limit) == orjson.loads(data)
+    inner = data.index(b'["') + 1
+    found = parts(data, inner, len(data) - 2, 7)
+    assert found is not None and found[0] == 0 and len(found[1]) > 100
+    for cut in found[1][1:-1]:
+        assert data[cut] & 0xC0 != 0x80  # not inside a UTF-8 character
+        assert not data[:cut].endswith(b"\\ud83d")  # not inside a surrogate pair
+
+
+def test_a_53_mb_body_is_parsed_in_pieces() -> None:
+    """The hostile body of ``loadtest/event_loop_gaps.py``: every orjson call it makes reads
+    at most about ``PIECE_BYTES``."""
+    body = {"model": "m", "messages": [{"role": "user", "content": '"' * 26_000_000}]}
+    data = orjson.dumps(body)
+    read: list[int] = []
+    loads = orjson.loads
+
+    def counted(text: bytes) -> Any:
+        read.append(len(text))
+        return loads(text)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounded_json.orjson, "loads", counted)
+        assert bounded_json.loads(data) == body
+    assert len(read) > 40 and max(read) <= bounded_json.PIECE_BYTES + 8
