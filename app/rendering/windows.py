@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -49,12 +50,20 @@ class Unprovable(Exception):
 
 
 def _roles(items: Any) -> list[str]:
-    if type(items) is not list:
-        raise Unprovable("the scanned messages are not a list")
-    roles = [m.get("role") if type(m) is dict else None for m in items]
-    if not all(type(role) is str for role in roles):
-        raise Unprovable("a scanned message is not a dict with a string role")
-    return roles  # type: ignore[return-value]  # checked above
+    """The messages' roles, as Jinja reads them (``m.role``, ``m['role']``) on dicts holding a
+    string role; else ``Unprovable``."""
+    if type(items) is not list or not set(map(type, items)) <= {dict}:
+        raise Unprovable("the scanned messages are not a list of dicts")
+    try:
+        roles: list[str] = list(map(_ROLE, items))
+    except KeyError:
+        raise Unprovable("a scanned message has no role") from None
+    if not set(map(type, roles)) <= {str}:
+        raise Unprovable("a scanned message's role is not a string")
+    return roles
+
+
+_ROLE = operator.itemgetter("role")
 
 
 def last_final(items: Any) -> TemplateNamespace:

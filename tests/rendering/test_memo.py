@@ -133,6 +133,8 @@ edit = st.one_of(
     ),
     st.tuples(st.just("replace"), st.integers(0, 50), st.one_of(user, assistant(), tool)),
     st.tuples(st.just("delete"), st.integers(0, 50)),
+    st.tuples(st.just("reword"), st.integers(0, 50), st.text(max_size=4)),
+    st.tuples(st.just("retype"), st.integers(0, 50)),
     st.tuples(st.just("twin"), st.integers(0, 50), st.permutations([1, True, 1.0, 1])),
     st.tuples(
         st.just("options"),
@@ -145,7 +147,8 @@ edit = st.one_of(
 
 def apply(sent: list[dict[str, Any]], step: Any) -> list[list[dict[str, Any]]]:
     """The conversations to render after ``step`` (a twin step renders ``==`` versions of a
-    message one after the other)."""
+    message one after the other; ``reword`` changes a message's content, ``retype`` its role
+    between user and assistant)."""
     if step[0] == "twin" and sent:
         i = step[1] % len(sent)
         versions = []
@@ -159,6 +162,13 @@ def apply(sent: list[dict[str, Any]], step: Any) -> list[list[dict[str, Any]]]:
         sent[step[1] % len(sent)] = step[2][0]
     elif step[0] == "delete" and len(sent) > 1:
         del sent[step[1] % len(sent)]
+    elif step[0] == "reword" and sent:
+        i = step[1] % len(sent)
+        sent[i] = {**sent[i], "content": step[2]}
+    elif step[0] == "retype" and sent:  # a user message for an answer, or the other way
+        i = step[1] % len(sent)
+        flipped = {"user": "assistant", "assistant": "user"}.get(sent[i]["role"], sent[i]["role"])
+        sent[i] = {**sent[i], "role": flipped}
     return [sent]
 
 
@@ -222,7 +232,7 @@ def check_session(
         if step[0] == "options":
             options = {"tools": step[1], "thinking": step[2], "agp": step[3]}
         kwargs = {} if options["thinking"] is None else {"enable_thinking": options["thinking"]}
-        other = [*other, *agent_call(len(other), user_turn=len(other) % 3 == 0)]
+        other = [*other, *grown(len(other))]
         renders = [(v, t, "s") for v in apply(sent, step) for t in chosen]
         for version, template, session in [*renders, *((other, t, "t") for t in chosen)]:
             fresh = outcome(
@@ -245,6 +255,18 @@ def check_session(
             kept = [m for s in ("s", "t") for m in (memos.get(s) or {}).values()]
             for run in (run for m in kept for run in m.runs.values()):
                 assert run.nbytes == sum(map(sys.getsizeof, run.pieces))  # the size, kept by diff
+
+
+def grown(n: int) -> list[dict[str, Any]]:
+    """What an agent session appends to ``n`` messages: a tool call (with its reasoning every
+    other time: gpt-oss refuses both reasoning and content), then its result, or a final
+    answer and a new request."""
+    answer, follow = agent_call(n, user_turn=n % 3 == 0)
+    if n % 2:
+        answer = {k: v for k, v in answer.items() if k != "reasoning_content"}
+    if follow["role"] == "tool":
+        return [answer, follow]
+    return [answer, {"role": "assistant", "content": f"done {n}"}, follow]
 
 
 def outcome(template: ChatTemplate, messages: list[dict[str, Any]], **options: Any) -> str:
