@@ -46,28 +46,24 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
 }
 
 /* ---- piece caches -------------------------------------------------------------------------
- * Pieces of up to 8 bytes that are one id (most pieces of source code and English) in a
- * direct-mapped table of 16-byte entries, small enough to stay in L2 with its hot lines in L1;
- * short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line entries
- * keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a table of
+ * Pieces of up to 16 bytes and 3 ids (most pieces of source code and prose) in a
+ * direct-mapped table of half-line entries, small enough to stay in L2 with its hot lines in
+ * L1; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line entries;
+ * both keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a table of
  * (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole when full.
  * Each is looked up by the piece's bytes and the model's owner tag, so a hit gives what the
  * merge gave for the same bytes. */
 
-#define ONE_BITS 15
-typedef struct {
-    uint64_t key; /* the bytes, zero-padded */
-    uint32_t owner;
-    uint32_t id_len; /* the id, the length in bytes above bit 24 */
-} OneEntry;
-
-#define TWO_BITS 14
+#define COMPACT_BITS 15
+#define COMPACT_LEN 16
+#define COMPACT_IDS 3
+#define ID_BITS 21 /* ids below 2^21, three to a word */
 typedef struct {
     uint64_t key[2];
     uint32_t owner;
     uint8_t len, count, unused[2];
-    int32_t ids[2];
-} TwoEntry; /* pieces of up to 16 bytes and 2 ids: 32 bytes */
+    uint64_t ids;
+} Compact; /* 32 bytes */
 
 #define CACHE_BITS 16
 #define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
@@ -89,8 +85,7 @@ typedef struct {
 } LongSlot;
 
 typedef struct {
-    OneEntry ones[(size_t)1 << ONE_BITS];
-    TwoEntry twos[(size_t)1 << TWO_BITS];
+    Compact compact[(size_t)1 << COMPACT_BITS];
     Entry entries[(size_t)1 << CACHE_BITS];
     LongSlot slots[(size_t)1 << LONG_BITS];
     size_t used, filled; /* arena bytes, slots taken */
@@ -377,56 +372,45 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
     return (long)n;
 }
 
-static inline OneEntry *one_slot(OneEntry *ones, uint64_t key, size_t len) {
-    uint64_t h = (key ^ (len << 59)) * 0x9E3779B97F4A7C15ull;
-    return &ones[h >> (64 - ONE_BITS)];
-}
-
-static inline TwoEntry *two_slot(TwoEntry *twos, const uint64_t *key, size_t len) {
+static inline Compact *compact_slot(Compact *table, const uint64_t *key, size_t len) {
     uint64_t h = (key[0] ^ (len << 59)) * 0x9E3779B97F4A7C15ull;
     h = (h ^ key[1] ^ (h >> 29)) * 0xFF51AFD7ED558CCDull;
-    return &twos[h >> (64 - TWO_BITS)];
+    return &table[h >> (64 - COMPACT_BITS)];
 }
 
 /* A piece's bytes (1 to 8) as a word, zero above them; limit: the bytes readable from it. */
-static inline uint64_t one_key(const uint8_t *piece, size_t len, size_t limit) {
+static inline uint64_t loaded_word(const uint8_t *piece, size_t len, size_t limit) {
     if (limit < 8) return word_of(piece, len);
     uint64_t w;
     memcpy(&w, piece, 8);
     return len == 8 ? w : w & (((uint64_t)1 << (8 * len)) - 1);
 }
 
-/* The ids of a piece of up to 16 bytes through the compact tables (merged on a miss, and kept
- * where it fits); their count, or -1 when out of memory. */
-static inline long compact_piece(const Model *m, Caches *c, const uint8_t *piece, size_t len,
-                                 size_t limit, int32_t *out, Scratch *w) {
-    uint32_t owner = m->owner;
+/* The ids of a piece of up to COMPACT_LEN bytes through the compact table (merged on a miss,
+ * and kept there where they fit); their count, or -1 when out of memory. */
+static inline long compact_piece(const Model *m, Compact *table, const uint8_t *piece,
+                                 size_t len, size_t limit, int32_t *out, Scratch *w) {
     uint64_t key[2];
-    key[0] = one_key(piece, len < 8 ? len : 8, limit);
-    OneEntry *one = NULL;
-    if (len <= 8) {
-        one = one_slot(c->ones, key[0], len);
-        if (one->key == key[0] && one->owner == owner && one->id_len >> 24 == len) {
-            out[0] = (int32_t)(one->id_len & 0xFFFFFF);
-            return 1;
+    key[0] = loaded_word(piece, len < 8 ? len : 8, limit);
+    key[1] = len > 8 ? loaded_word(piece + 8, len - 8, limit - 8) : 0;
+    Compact *e = compact_slot(table, key, len);
+    if (e->key[0] == key[0] && e->key[1] == key[1] && e->owner == m->owner && e->len == len) {
+        uint64_t ids = e->ids, mask = ((uint64_t)1 << ID_BITS) - 1;
+        out[0] = (int32_t)(ids & mask); /* all three written: out has room for len >= count */
+        if (e->count > 1) {
+            out[1] = (int32_t)(ids >> ID_BITS & mask);
+            out[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
         }
-        key[1] = 0;
-    } else {
-        key[1] = one_key(piece + 8, len - 8, limit - 8);
-    }
-    TwoEntry *two = two_slot(c->twos, key, len);
-    if (two->key[0] == key[0] && two->key[1] == key[1] && two->owner == owner &&
-        two->len == len) {
-        out[0] = two->ids[0];
-        out[1] = two->ids[1];
-        return two->count;
+        return e->count;
     }
     long got = bpe_piece(m, piece, len, out, w);
-    if (got == 1 && one != NULL && (uint32_t)out[0] < (1u << 24))
-        *one = (OneEntry){key[0], owner, (uint32_t)out[0] | (uint32_t)len << 24};
-    else if (got == 1 || got == 2)
-        *two = (TwoEntry){{key[0], key[1]}, owner, (uint8_t)len, (uint8_t)got, {0, 0},
-                          {out[0], got == 2 ? out[1] : 0}};
+    if (got < 1 || got > COMPACT_IDS) return got;
+    uint64_t ids = 0;
+    for (long k = got - 1; k >= 0; k--) {
+        if ((uint32_t)out[k] >> ID_BITS) return got;
+        ids = ids << ID_BITS | (uint32_t)out[k];
+    }
+    *e = (Compact){{key[0], key[1]}, m->owner, (uint8_t)len, (uint8_t)got, {0, 0}, ids};
     return got;
 }
 
@@ -438,8 +422,9 @@ long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_
     for (size_t p = 0; p < pieces; p++) {
         size_t begin = at[starts[p]], len = at[starts[p + 1]] - begin;
         const uint8_t *piece = data + begin;
-        if (dropped == NULL && len <= 16 && caches != NULL) {
-            long got = compact_piece(m, caches, piece, len, limit - begin, out + count, w);
+        if (dropped == NULL && len <= COMPACT_LEN && caches != NULL) {
+            long got =
+                compact_piece(m, caches->compact, piece, len, limit - begin, out + count, w);
             if (got < 0) return -1;
             count += got;
             continue;
