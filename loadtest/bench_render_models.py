@@ -68,8 +68,8 @@ def bench(name: str, chars: int, calls: int, seeds: int, clock: Callable[[], flo
     p50 = {way: statistics.median(spent) * 1e3 for way, spent in times.items()}
     return (
         f"{name:18s} render p50: first call {p50['first']:6.2f} ms; continuation: memo "
-        f"{p50['memo']:6.2f} ms, full {p50['full']:6.2f} ms ({len(times['memo'])} calls, {len(got['full']):,} chars; last "
-        f"call's loops replayed {replayed})"
+        f"{p50['memo']:6.2f} ms, full {p50['full']:6.2f} ms ({len(times['memo'])} calls, "
+        f"{len(got['full']):,} chars; last call's loops replayed {replayed})"
     )
 
 
