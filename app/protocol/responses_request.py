@@ -2,7 +2,7 @@
 
 What Codex CLI sends (``wire_api = "responses"``) maps onto chat like this:
 
-- ``instructions`` becomes the first message, role ``system``.
+- ``instructions`` becomes the first message, role ``system`` (none when empty, as in vLLM).
 - ``input`` is a string (one user message) or a list of items:
   ``message`` items (role user / assistant / system / developer; content a string or
   ``input_text`` / ``output_text`` / ``refusal`` parts) keep their role, as vLLM keeps it:
@@ -187,12 +187,12 @@ def _chat_body(body: Any, turns: _Turns | None) -> tuple[dict[str, Any], _Turns 
     chat: dict[str, Any] = {"model": body.get("model")}
     if isinstance(items, str):
         messages = [{"role": "user", "content": items}]
-        if instructions is not None:
+        if instructions:
             messages.insert(0, {"role": "system", "content": instructions})
         chat["messages"] = messages
     elif isinstance(items, list):
         if turns is None:
-            opening = [] if instructions is None else [{"role": "system", "content": instructions}]
+            opening = [{"role": "system", "content": instructions}] if instructions else []
             turns = _Turns(opening, instructions)
         turns.add(items)
         chat["messages"] = turns.messages
