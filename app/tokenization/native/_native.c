@@ -297,41 +297,56 @@ static void work_done(Work *w) {
     if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
-/* Ids of data[a:b], a stretch without added tokens of the text data[0:total], appended at
- * out; their count or -1. */
-static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
-                           size_t b, Work *w, int32_t *out) {
-    const uint8_t *classes = e->tables[T_CLASSES].buf;
+/* The code points of data[a:b] and their classes into w, and each one's byte offset in at
+ * unless every one is ASCII (then at is NULL: the offset is the index); their count. */
+static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, size_t b, Work *w,
+                      uint32_t **at) {
+    uint32_t *offsets = NULL; /* until a character is not ASCII */
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
         if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
             size_t run = 1;
             if (i + 16 <= b) { /* all 16 written, the first run of them kept (n <= i - a) */
                 run = ascii16(data + i);
-                widen16(data + i, w->cp + n, w->at + n, (uint32_t)(i - a));
+                widen16(data + i, w->cp + n);
             } else {
                 w->cp[n] = data[i];
-                w->at[n] = (uint32_t)(i - a);
             }
             for (size_t k = 0; k < run; k++) w->cls[n + k] = classes[data[i + k]];
+            if (offsets != NULL)
+                for (size_t k = 0; k < run; k++) offsets[n + k] = (uint32_t)(i + k - a);
             n += run - 1;
             i += run;
             continue;
+        }
+        if (offsets == NULL) { /* those before were ASCII */
+            offsets = w->at;
+            for (size_t k = 0; k < n; k++) offsets[k] = (uint32_t)k;
         }
         int width;
         uint32_t c = utf8_decode_at(data, i, &width);
         w->cp[n] = c;
         w->cls[n] = classes[c];
-        w->at[n] = (uint32_t)(i - a);
+        offsets[n] = (uint32_t)(i - a);
         i += width;
     }
-    w->at[n] = (uint32_t)(b - a);
+    if (offsets != NULL) offsets[n] = (uint32_t)(b - a);
+    *at = offsets;
+    return n;
+}
+
+/* Ids of data[a:b], a stretch without added tokens of the text data[0:total], appended at
+ * out; their count or -1. */
+static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
+                           size_t b, Work *w, int32_t *out) {
+    uint32_t *at;
+    size_t n = decoded(e->tables[T_CLASSES].buf, data, a, b, w, &at);
     memset(w->cls + n, 255, RUN_PAD); /* no class */
     Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
                  e->tables[T_NUMERIC].buf, n};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;
-    return bpe_pieces(&e->model, data + a, total - a, w->at, w->starts, pieces,
+    return bpe_pieces(&e->model, data + a, total - a, at, w->starts, pieces,
                       e->drops ? e->dropped : NULL, out, &w->scratch);
 }
 

@@ -420,7 +420,8 @@ long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_
     Caches *caches = w->cache;
     long count = 0;
     for (size_t p = 0; p < pieces; p++) {
-        size_t begin = at[starts[p]], len = at[starts[p + 1]] - begin;
+        size_t begin = at ? at[starts[p]] : starts[p];
+        size_t len = (at ? at[starts[p + 1]] : starts[p + 1]) - begin;
         const uint8_t *piece = data + begin;
         if (dropped == NULL && len <= COMPACT_LEN && caches != NULL) {
             long got =

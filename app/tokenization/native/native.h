@@ -58,8 +58,8 @@ typedef struct {
     uint64_t *heap;
 } Scratch;
 
-/* Ids of the pieces of a stretch, piece p being data[at[starts[p]]:at[starts[p + 1]]], into
- * out (room for a byte each); limit: the bytes readable from data; dropped: NULL, or the 256
+/* Ids of the pieces of a stretch, piece p being data[at[starts[p]]:at[starts[p + 1]]] (at
+ * NULL: data[starts[p]:starts[p + 1]]), into out (room for a byte each); limit: the bytes readable from data; dropped: NULL, or the 256
  * flags of the bytes taken out of every piece (the parts between them merged alone).  Their
  * count, or -1 when out of memory. */
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
@@ -115,26 +115,18 @@ static inline unsigned same16(const uint8_t *p, uint8_t c) {
     __m128i v = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8((char)c));
     return (unsigned)__builtin_ctz(~(unsigned)_mm_movemask_epi8(v));
 }
-/* The 16 ASCII bytes at p as code points, and their offsets from base on. */
-static inline void widen16(const uint8_t *p, uint32_t *cp, uint32_t *at, uint32_t base) {
+/* The 16 ASCII bytes at p as code points. */
+static inline void widen16(const uint8_t *p, uint32_t *cp) {
     __m128i v = _mm_loadu_si128((const __m128i *)p), z = _mm_setzero_si128();
     __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
     _mm_storeu_si128((__m128i *)cp, _mm_unpacklo_epi16(lo, z));
     _mm_storeu_si128((__m128i *)(cp + 4), _mm_unpackhi_epi16(lo, z));
     _mm_storeu_si128((__m128i *)(cp + 8), _mm_unpacklo_epi16(hi, z));
     _mm_storeu_si128((__m128i *)(cp + 12), _mm_unpackhi_epi16(hi, z));
-    __m128i offsets = _mm_add_epi32(_mm_set1_epi32((int)base), _mm_setr_epi32(0, 1, 2, 3));
-    for (int k = 0; k < 16; k += 4) {
-        _mm_storeu_si128((__m128i *)(at + k), offsets);
-        offsets = _mm_add_epi32(offsets, _mm_set1_epi32(4));
-    }
 }
 #else
-static inline void widen16(const uint8_t *p, uint32_t *cp, uint32_t *at, uint32_t base) {
-    for (uint32_t k = 0; k < 16; k++) {
-        cp[k] = p[k];
-        at[k] = base + k;
-    }
+static inline void widen16(const uint8_t *p, uint32_t *cp) {
+    for (int k = 0; k < 16; k++) cp[k] = p[k];
 }
 static inline unsigned ascii16(const uint8_t *p) {
     unsigned k = 0;
