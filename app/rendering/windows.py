@@ -140,7 +140,7 @@ class _Shape:
     text: str
     rewrite: Callable[[list[nodes.Node], str], list[nodes.Node]]
     after: bool  # whether it needs ``last_final`` of its list before the loop
-    unread: str = ""  # a name whose state the rewrite leaves otherwise: read nowhere else
+    unread: str = ""  # a namespace the rewrite leaves otherwise: named nowhere else in the loop
     rest_free: tuple[str, ...] = ()  # names ``_REST`` must not read (the scan's own)
 
 
@@ -248,12 +248,13 @@ def _rewrite_loop(
             if at is None:
                 continue
             matched = block[at : at + len(pattern)]
-            if any(_reads(_rest_of(matched, pattern), name) for name in shape.rest_free):
+            rest = _rest_of(matched, pattern)
+            if any(_mentions(rest, name) for name in shape.rest_free):
                 continue
-            after = f"{_AFTER}{next(afters)}"
+            after = f"{_AFTER}{next(afters)}" if shape.after else ""
             replaced = shape.rewrite(matched, after)
             block[at : at + len(pattern)] = replaced
-            if shape.unread and _reads(loop.body, shape.unread, ctx="load"):
+            if shape.unread and _mentions(loop.body, shape.unread) > 1:  # beyond its ``set``
                 block[at : at + len(replaced)] = matched
                 continue
             if shape.after:
@@ -265,7 +266,7 @@ def _rewrite_loop(
                     None,
                 )
                 before.append(nodes.Assign(nodes.Name(after, "store"), call))
-    if repr(loop) == repr(stmt) or _reads(loop.body, "loop_messages", ctx="store"):
+    if repr(loop) == repr(stmt) or _mentions(loop.body, "loop_messages", ctx="store"):
         return None  # nothing known; or the scanned list rebound in an iteration
     return [*(b.set_lineno(stmt.lineno) for b in before), loop]
 
@@ -359,8 +360,9 @@ def _is_rest(node: nodes.Node) -> bool:
     )
 
 
-def _reads(statements: list[nodes.Node], name: str, ctx: str = "") -> bool:
-    """Whether ``statements`` name ``name`` (in context ``ctx``: "load", "store"; any)."""
-    return any(
-        n.name == name and ctx in ("", n.ctx) for s in statements for n in s.find_all(nodes.Name)
-    )
+def _mentions(statements: list[nodes.Node], name: str, ctx: str = "") -> int:
+    """How often ``statements`` name ``name``: as a name in context ``ctx`` ("load", "store"),
+    or (no ``ctx``) in any context or as a namespace whose attribute is set."""
+    named = [n for s in statements for n in s.find_all(nodes.Name) if n.name == name]
+    refs = [] if ctx else [n for s in statements for n in s.find_all(nodes.NSRef) if n.name == name]
+    return sum(ctx in ("", n.ctx) for n in named) + len(refs)

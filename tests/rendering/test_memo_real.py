@@ -272,3 +272,37 @@ def test_messages_a_rewrite_is_not_proven_on_render_without_the_memo() -> None:
         got = template.render(messages, tools=TOOLS, cache=cache, session="s")
     assert got == template.render(messages, tools=TOOLS)
     assert session_memo(cache, template, "s").runs == {}
+
+
+_TOOL_SCAN = (
+    "{%- set loop_messages = messages -%}{%- for message in loop_messages -%}{{ message.role }}"
+    "{%- set ns_tool_scan = namespace(stopped=false) -%}"
+    "{%- for k in range(loop.index0 + 1, loop_messages | length) -%}"
+    "{%- if ns_tool_scan.stopped -%}"
+    "{%- elif loop_messages[k]['role'] != 'tool' -%}{%- set ns_tool_scan.stopped = true -%}"
+    "{%- else -%}{%- set follow = loop_messages[k] -%}({{ follow.content }}REST)"
+    "{%- endif -%}{%- endfor -%}AFTER;{%- endfor -%}"
+)
+
+
+@pytest.mark.parametrize(
+    ("rest", "after"),
+    [
+        ("{{ loop.index }}", ""),  # the scan's own loop
+        ("{{ k }}", ""),
+        ("{% set ns_tool_scan.stopped = true %}", ""),  # ends the scan early
+        ("", "{{ ns_tool_scan.stopped }}"),  # its outcome read after it
+        ("", "{% set loop_messages = [] %}"),  # the scanned list rebound
+    ],
+)
+def test_a_scan_is_rewritten_only_where_its_rewrite_is_exact(rest: str, after: str) -> None:
+    messages = [_U, _call(0), _result(0, "a"), _result(0, "b"), _U, _call(1), _result(1, "c")]
+    exact = ChatTemplate(_TOOL_SCAN.replace("REST", "").replace("AFTER", ""))
+    assert exact._variant(False).plans[0].windows == ((windows.TOOL_RUN, "loop_messages"),)
+    template = ChatTemplate(_TOOL_SCAN.replace("REST", rest).replace("AFTER", after))
+    assert template._variant(False).plans == []
+    cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
+    for n in (5, 7):
+        for chosen in (exact, template):
+            got = chosen.render(messages[:n], cache=cache, session="s")
+            assert got == chosen.render(messages[:n])
