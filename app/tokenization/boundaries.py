@@ -126,65 +126,73 @@ class AddedTokenGuard:
         # How far from a position its verdict reads, each way.
         self.reach = max(self.longest - 1, 0) + (_STRIP_REACH if stripping else 0)
 
-    def edges(self, text: bytes, lo: int, hi: int) -> list[tuple[int, int, int]]:
-        """(cut, start, far) for added-token occurrences [start, end) with an end in [lo, hi]
-        that the split surely cuts out (no occurrence crosses either end); the verdict reads
-        from ``start - reach`` up to ``far``."""
-        found = []
-        for start, end in self.occurrences(text, max(0, lo - self.longest), hi + self.longest):
-            if not (lo <= start <= hi or lo <= end <= hi):
-                continue
-            at_start, at_end = self.right_reach(text, start), self.right_reach(text, end)
-            if at_start is not None and at_end is not None:
-                far = max(start + at_start, end + at_end)
-                found += [(c, start, far) for c in (start, end) if lo <= c <= hi]
-        return found
+    def touching(self, text: bytes, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """The ``occurrences`` [start, end) with an end in [lo, hi]: an edge candidate each
+        (one starting after hi has neither end there)."""
+        lo_start, hi_match = max(0, lo - self.longest), hi + self.longest
+        for start, end in self.occurrences(text, lo_start, hi_match, starts_to=hi + 1):
+            if lo <= start <= hi or lo <= end <= hi:
+                yield start, end
 
-    def occurrences(self, text: bytes, lo: int, hi: int) -> Iterator[tuple[int, int]]:
-        """(start, end) of the longest added token starting at each position in [lo, hi),
-        matched within ``text[:hi]``, in order."""
+    def occurrences(
+        self, text: bytes, lo: int, hi: int, *, starts_to: int | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """(start, end) of the longest added token starting at each position in [lo, hi)
+        (or [lo, starts_to)), matched within ``text[:hi]``, in order."""
         if self._finder is None:
             return
         starts, token = self._finder
         match_at = token.match
-        for first in starts.finditer(text, lo, hi):
+        for first in starts.finditer(text, lo, hi if starts_to is None else starts_to):
             start = first.start()
             match = match_at(text, start, hi)
             if match is not None:
                 yield start, match.end()
 
-    def right_reach(self, text: bytes, c: int) -> int | None:
-        """None if an added-token match could cross ``c``; else how many bytes right of c that
-        verdict read (it always reads ``reach`` bytes to the left)."""
+    def allows(self, text: bytes, c: int, last: int) -> bool:
+        """Whether no added-token match can cross ``c``, decided from the bytes before
+        ``last`` alone (and ``reach`` bytes left of c); False when they cannot decide it."""
         if self._finder is None:
-            return 0
+            return c <= last
         if self._ascii_only and not text[max(0, c - self.longest) : c + self.longest].isascii():
-            return None
+            return False
         if self._strip_finder is not None:
             # Stripping tokens: read the whole reach both ways, refuse anything close.
-            if not self._strip_allows(text, c) or self._crossed(text, c):
-                return None
-            return self.reach
+            return (
+                c + self.reach <= last
+                and self._strip_allows(text, c)
+                and not self._crossed(text, c)
+            )
+        # Nothing before c can start a token reaching past it; else the bytes up to a whole
+        # token's length after c decide (refused unread when they are not all in reach).
         if not self._could_be_inside(text, c):
-            return 0
-        return None if self._crossed(text, c) else self.longest - 1
+            return c <= last
+        return c + self.longest - 1 <= last and not self._crossed(text, c)
 
     def _crossed(self, text: bytes, c: int) -> bool:
-        lo = max(0, c - self.longest + 1)
-        found = self.occurrences(text, lo, c + self.longest - 1)
-        return any(start < c < end for start, end in found)
+        """Whether an occurrence crosses ``c``: one can start only where a suffix of text[:c]
+        is a proper prefix of a token, and only the longest token there reaches furthest."""
+        assert self._finder is not None
+        match_at, limit = self._finder[1].match, c + self.longest - 1
+        return any(
+            (found := match_at(text, at, limit)) is not None and found.end() > c
+            for at in self._prefix_starts(text, c)
+        )
 
     def _could_be_inside(self, text: bytes, c: int) -> bool:
         """True when some suffix of text[:c] is a proper prefix of an added token."""
+        return next(self._prefix_starts(text, c), None) is not None
+
+    def _prefix_starts(self, text: bytes, c: int) -> Iterator[int]:
+        """Where the suffixes of text[:c] that are proper prefixes of added tokens start."""
         # Such a suffix starts at a token's first byte: only those are looked at (C-level).
         lo = max(0, c - self.longest + 1)
         for lead in self._leads:
             at = text.rfind(lead, lo, c)
             while at >= 0:
                 if text[at:c] in self._prefixes:
-                    return True
+                    yield at
                 at = text.rfind(lead, lo, at)
-        return False
 
     def _strip_allows(self, text: bytes, c: int) -> bool:
         assert self._strip_finder is not None
@@ -262,18 +270,26 @@ class CutRules:
     ) -> Iterator[int]:
         """``iter_cuts`` within ``block`` (inclusive), verdicts reading only ``bounds``."""
         (lo, hi), (first, last) = block, bounds
-        reach = self._guard.reach
-        # An edge's verdict also reads around the token's far end.
-        edges = {
-            c
-            for c, start, far in self._guard.edges(text, lo, hi)
-            if start - reach >= first and far <= last
-        }
+        guard = self._guard
+        edges: dict[int, list[tuple[int, int]]] = {}
+        for occurrence in guard.touching(text, lo, hi):
+            for c in occurrence:
+                if lo <= c <= hi:
+                    edges.setdefault(c, []).append(occurrence)
         candidates = {m.start() for m in self._candidates.finditer(text, lo, hi + 1)}
-        for c in sorted(candidates | edges, reverse=descending):
-            if c in edges:
-                yield c
-                continue
-            right = self._guard.right_reach(text, c)
-            if right is not None and c + max(right, 1) <= last:
+        verdicts: dict[int, bool] = {}  # a position's verdict serves every occurrence edge there
+
+        def allows(c: int) -> bool:
+            if c not in verdicts:
+                verdicts[c] = guard.allows(text, c, last)
+            return verdicts[c]
+
+        def cut_out(occurrence: tuple[int, int]) -> bool:
+            """The split surely cuts the occurrence out: no occurrence crosses either end."""
+            start, end = occurrence
+            return start - guard.reach >= first and allows(start) and allows(end)
+
+        # Verdicts are taken in order, only until the search stops (usually at the first cut).
+        for c in sorted(candidates | edges.keys(), reverse=descending):
+            if any(map(cut_out, edges.get(c, ()))) or (c in candidates and c < last and allows(c)):
                 yield c

@@ -105,13 +105,14 @@ def test_trie_pattern_prefers_the_longest_token() -> None:
     assert found == [(1, b"<abc>"), (3, b"b"), (6, b"<ab>"), (8, b"b"), (10, b"b"), (11, b"<a")]
 
 
-@pytest.mark.parametrize("name", ["qwen3", "llama3", "smollm2", "gpt2"])
+@pytest.mark.parametrize("name", ["qwen3", "llama3", "smollm2", "gpt2", "gemma3"])
 def test_window_cuts_are_the_positions_verdicts_in_order(
     name: str, assets: dict[str, Path]
 ) -> None:
-    """A window is searched in blocks from the side the search starts at: its cuts must be,
-    in order, exactly the positions each found stable on its own (a block border changes
-    nothing)."""
+    """A window is searched in blocks from the side the search starts at, each position's
+    verdict taken only when the search reaches it (and shared by the added-token edges
+    there): its cuts must be, in order, exactly the positions each found stable on its own
+    (a block border, or the order verdicts are taken in, changes nothing)."""
     rules = CutRules(load_spec(assets[name]))
 
     @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -155,7 +156,7 @@ def test_added_token_occurrences_are_the_longest_at_each_position(assets: dict[s
     run()
 
 
-@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3", "llama3"])
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3", "llama3", "gemma3"])
 def test_inside_a_token_prefix_is_every_suffix_checked(name: str, assets: dict[str, Path]) -> None:
     """A position "could be inside" an added token exactly when some suffix of the bytes
     before it is a proper prefix of one (the guard finds it with one anchored search)."""
@@ -171,6 +172,27 @@ def test_inside_a_token_prefix_is_every_suffix_checked(name: str, assets: dict[s
         for c in range(len(data) + 1):
             expected = any(data[c - k : c] in prefixes for k in range(1, min(guard.longest, c + 1)))
             assert guard._could_be_inside(data, c) == expected, (data, c)
+
+    run()
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gemma3"])
+def test_crossing_occurrences_are_found_from_the_prefixes_before_the_position(
+    name: str, assets: dict[str, Path]
+) -> None:
+    """An added token crosses a position exactly when one of the occurrences around it (the
+    longest token at each start) does; the guard looks only where a suffix of the bytes
+    before the position is a proper prefix of a token."""
+    guard = CutRules(load_spec(assets[name]))._guard
+
+    @settings(max_examples=150, deadline=None)
+    @given(texts)
+    def run(text: str) -> None:
+        data = text.encode("utf-8")
+        for c in range(len(data) + 1):
+            around = guard.occurrences(data, max(0, c - guard.longest + 1), c + guard.longest)
+            expected = any(start < c < end for start, end in around)
+            assert guard._crossed(data, c) == expected, (data, c)
 
     run()
 
