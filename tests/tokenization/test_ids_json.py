@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.sessions import ids_json
 from app.sessions.ids_json import IdsJson, IdsJsonCache
 from app.sessions.registry import SessionRegistry
 from app.tokenization.reference import CopiedIds
@@ -29,6 +30,17 @@ def _check(result: IdsJson, values: list[int]) -> None:
 @given(id_lists)
 def test_fresh_serialisation(values: list[int]) -> None:
     _check(IdsJson.of(_ids(values)), values)
+
+
+@given(id_lists, st.integers(1, 8))
+def test_serialised_a_slice_at_a_time(values: list[int], at_once: int) -> None:
+    """Long id lists are serialised ``_AT_ONCE`` ids per call (no call holds the GIL long)."""
+    default, ids_json._AT_ONCE = ids_json._AT_ONCE, at_once
+    try:
+        _check(IdsJson.of(_ids(values)), values)
+        _check(IdsJson.of(_ids(values[:3])).spliced(_ids(values)), values)
+    finally:
+        ids_json._AT_ONCE = default
 
 
 @settings(max_examples=400)
