@@ -11,8 +11,8 @@ setup(
             extra_compile_args=["-O3", "-g", "-std=c11"],
         ),
         Extension(
-            "app.protocol._json_spans",
-            ["app/protocol/_json_spans.c"],
+            "app._json_spans",
+            ["app/_json_spans.c"],
             extra_compile_args=[
                 "-O3", "-g", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"
             ],

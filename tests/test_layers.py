@@ -18,7 +18,8 @@ only each other.  They hold what two layers share without either owning it: the 
 errors, pieced text, the terms of a generation (``app.generation``: sampling, usage, the tool
 call layouts), the GGUF file reader, and the tokenizer rules both tokenization and the kernels
 read (``app.tokenizer_spec``, ``app.byte_level``), and what a per-session memo needs of its
-keeper (``app.memos``), and the process's own memory (``app.process_memory``: RSS, trims).
+keeper (``app.memos``), the process's own memory (``app.process_memory``: RSS, trims), and
+JSON parsed in bounded pieces (``app.bounded_json`` and its C scan, ``app._json_spans``).
 
 An import inside a function counts like any other, and so does one under ``TYPE_CHECKING``.
 Tokenization reaches gpu_kernels only lazily: from inside a function, or from a module that
@@ -38,7 +39,7 @@ MIDDLE = ("protocol", "rendering", "sessions", "upstream", "telemetry")
 ROOT = ("main", "serve", "__main__", "tools", "http_guard")
 LEAVES = (
     "errors", "pieced_text", "generation", "gguf_file", "tokenizer_spec", "byte_level", "memos",
-    "process_memory",
+    "process_memory", "bounded_json", "_json_spans",
 )  # fmt: skip
 UNTOKENIZED = ("protocol", "rendering", "upstream")
 RANKS = {"root": 6, "api": 5, "service": 4, **dict.fromkeys(MIDDLE, 3), "config": 2,

@@ -11,8 +11,8 @@ import anyio.to_thread
 import orjson
 from fastapi import Request
 
+from app import bounded_json
 from app.errors import BadRequestError, PayloadTooLargeError, RequestTimeoutError
-from app.protocol import bounded_json
 from app.protocol.incremental_json import BodyParser, ParsedBody
 from app.telemetry.timings import Timings
 

@@ -34,8 +34,8 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app import bounded_json
 from app.memos import Memos
-from app.protocol import bounded_json
 
 _SHIFT = 1 << 16
 """How far an edit before the array may move it (Claude Code's billing line: a few bytes)."""

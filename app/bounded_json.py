@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from app.protocol._json_spans import parts
+from app._json_spans import parts
 
 PIECE_BYTES = 1 << 20
 """The most bytes orjson parses in one call (~2 ms at worst), give or take an escape."""
