@@ -9,8 +9,9 @@
 
 The formats differ in their tag names (DSML prefixes them with ``｜DSML｜``) and in how a value
 is typed (``InvokeTags.value``). Whitespace between tags is layout; a value is verbatim up to
-its closing tag. Anything else in a section, a parameter named twice or an invoke without a
-name makes the whole section text.
+its closing tag. Each invoke goes out when its closing tag arrives (the section's scanner
+finds it outside the values). Anything else in a section, a parameter named twice or an
+invoke without a name is text, with the rest of its section.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ class InvokeTags:
 
     def section_end(self, closes: Sequence[str]) -> ValueSkippingEnd:
         """The scanner of a section that any of ``closes`` ends (not inside a value)."""
-        return ValueSkippingEnd(closes, (self.parameter,), (self.parameter_close,))
+        return ValueSkippingEnd(
+            closes, (self.parameter,), (self.parameter_close,), (self.invoke_close,)
+        )
 
     def tag_calls(self, sections: Sequence[tuple[str, str]]) -> TagCalls:
         """Calls in sections between any ``(open, close)`` pair of ``sections`` (the first

@@ -52,18 +52,25 @@ class ValueSkippingEnd:
     the marker) may hold it.
 
     A value starts at any of ``value_opens`` and ends at the first of ``value_ends`` (they
-    may be the same marker, as Gemma 4's ``<|"|>`` quotes are). Only text not seen before is
-    scanned.
+    may be the same marker, as Gemma 4's ``<|"|>`` quotes are). Where a block holds several
+    calls, each of ``call_closes`` outside a value ends one (``call_ends``, a
+    ``SectionCallsEnd``). Only text not seen before is scanned.
     """
 
     def __init__(
-        self, closes: Sequence[str], value_opens: Sequence[str], value_ends: Sequence[str]
+        self,
+        closes: Sequence[str],
+        value_opens: Sequence[str],
+        value_ends: Sequence[str],
+        call_closes: Sequence[str] = (),
     ) -> None:
-        self._outside = (*value_opens, *closes)
+        self._outside = (*value_opens, *closes, *call_closes)
         self._inside = tuple(value_ends)
         self._closes = frozenset(closes)
+        self._call_closes = frozenset(call_closes)
         self._pos = 0
         self._in_value = False
+        self.call_ends: list[int] = []
 
     def find(self, body: str) -> int | None:
         """Where a closing marker starts in ``body`` (the text after the opening marker), if
@@ -77,8 +84,11 @@ class ValueSkippingEnd:
             at, tag = hit
             if not self._in_value and tag in self._closes:
                 return at
-            self._in_value = not self._in_value
             self._pos = at + len(tag)
+            if not self._in_value and tag in self._call_closes:
+                self.call_ends.append(self._pos)
+            else:
+                self._in_value = not self._in_value
 
 
 _SPACE = re.compile(r"\s*")

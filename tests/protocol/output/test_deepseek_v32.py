@@ -10,7 +10,7 @@ import pytest
 
 from app.protocol.output import FORMATS, ChoiceParser, ParsedOutput, ToolCall
 from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
-from tests.protocol.output.splits import assert_every_split
+from tests.protocol.output.splits import assert_calls_sent_as_they_end, assert_every_split
 
 D = "｜DSML｜"
 TOOLS = one_tool("get_weather", location={"type": "string"}, count={"type": "integer"})
@@ -102,6 +102,18 @@ def test_markers_inside_a_value_are_text() -> None:
         text,
         ParsedOutput(None, None, [ToolCall("call_0000", "note", f'{{"text": "{value}"}}')]),
     )
+
+
+def test_each_invoke_is_sent_when_it_closes() -> None:
+    """V4's section; a call cut off after a sent one is text, the sent one stays."""
+    first = invoke("get_weather", ("location", "true", f"</{D}invoke>"), ("count", "false", "2"))
+    truncated = f'<{D}invoke name="get_weather">\n<{D}parameter name="location" string="true">Pa'
+    text = f"<{D}tool_calls>\n{first}{truncated}"
+    end = len(f"<{D}tool_calls>\n{first}") - 1  # the invoke's newline is layout after it
+    assert_calls_sent_as_they_end(dsml, text, [end])
+    assert_every_split(dsml, text, ParsedOutput("\n" + truncated, None, [
+        ToolCall("call_0000", "get_weather", f'{{"location": "</{D}invoke>", "count": 2}}')
+    ]))  # fmt: skip
 
 
 def test_a_truncated_section_is_text() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from app.protocol.output import ChoiceParser, ParsedOutput, ToolCall
 from tests.protocol.output.helpers import make_parser, one_tool, parsed, stream
-from tests.protocol.output.splits import assert_every_split
+from tests.protocol.output.splits import assert_calls_sent_as_they_end, assert_every_split
 
 TOOLS = one_tool(
     "search",
@@ -97,13 +97,32 @@ def test_a_truncated_section_is_text() -> None:
     assert parser.finish_reason("length") == "length"
 
 
+def test_each_invoke_is_sent_when_it_closes() -> None:
+    """Not when the section closes; an ``</invoke>`` inside a value is text."""
+    first = '\n<invoke name="search">\n<parameter name="query">a</invoke> b</parameter>\n</invoke>'
+    second = '\n<invoke name="search">\n<parameter name="limit">3</parameter>\n</invoke>'
+    text = f"{OPEN}{first}{second}\n{CLOSE}"
+    assert_calls_sent_as_they_end(minimax, text, [len(OPEN + first), len(OPEN + first + second)])
+    assert_every_split(minimax, text, ParsedOutput(None, None, [
+        ToolCall("call_0000", "search", '{"query": "a</invoke> b"}'),
+        ToolCall("call_0001", "search", '{"limit": 3}'),
+    ]))  # fmt: skip
+
+
+def test_a_malformed_invoke_after_a_sent_one_is_text_with_the_rest_of_its_section() -> None:
+    text = f'{OPEN}<invoke name="a"></invoke>oops<invoke name="b"></invoke>{CLOSE}Then.'
+    assert_calls_sent_as_they_end(minimax, text, [len(f'{OPEN}<invoke name="a"></invoke>')])
+    assert_every_split(minimax, text, ParsedOutput(
+        f'oops<invoke name="b"></invoke>{CLOSE}Then.', None, [ToolCall("call_0000", "a", "{}")]
+    ))  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "section",
     [
         f'{OPEN}<invoke name="search"><parameter name="query">x</parameter>{CLOSE}',  # no </invoke>
         f'{OPEN}<invoke><parameter name="query">x</parameter></invoke>{CLOSE}',  # no name
         f'{OPEN}I will search <invoke name="search"></invoke>{CLOSE}',  # text in the section
-        f'{OPEN}<invoke name="a"></invoke>oops<invoke name="b"></invoke>{CLOSE}',
         f'{OPEN}<invoke name="search"><parameter name="q">1</parameter>'
         f'<parameter name="q">2</parameter></invoke>{CLOSE}',  # a parameter twice
         f"{OPEN}\n{CLOSE}",  # no call at all

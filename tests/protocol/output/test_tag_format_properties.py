@@ -45,6 +45,7 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
         '<minimax:tool_call><invoke name="f"><parameter name="x">v</minimax:tool_call>'
         "</parameter></invoke></minimax:tool_call>",
         '<minimax:tool_call>\n<invoke name="g">\n</invoke>\n</minimax:tool_call>',
+        '<invoke name="f"><parameter name="n">5</parameter></invoke>',
     ],
     "seed_oss": [
         "<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>", "<function=f>",
@@ -59,6 +60,7 @@ FRAGMENTS: dict[ToolFormat, list[str]] = {
         f"</{D}parameter>", f"<{D}", "｜",
         f'<{D}function_calls>\n<{D}invoke name="f">\n<{D}parameter name="x" string="true">'
         f"v</{D}function_calls></{D}parameter>\n</{D}invoke>\n</{D}function_calls>",
+        f'<{D}invoke name="f"><{D}parameter name="n" string="false">5</{D}parameter></{D}invoke>',
     ],
     "gemma4": [
         "<|channel>thought", "<channel|>", "<|tool_call>", "<tool_call|>", Q, "call:f{", "call:",
