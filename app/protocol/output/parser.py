@@ -216,7 +216,6 @@ class OutputParser(SteppedParser):
             self._emit_content(out, self._unsent(block) + closing)
             return True
         self._send(out, decoded)
-        self._begin_segment(after_tool_call=True)
         return True
 
     def _send_ended_calls(self, out: list[ChatDelta]) -> None:
@@ -240,9 +239,11 @@ class OutputParser(SteppedParser):
         return self._calls.decode(block, self._schemas) or None
 
     def _send(self, out: list[ChatDelta], calls: list[Call]) -> None:
-        self._held_space = ""  # whitespace before the block was layout
+        """Emit ``calls``; whitespace on either side of them is layout."""
+        self._held_space = ""
         for name, arguments in calls:
             self._emit_call(out, name, arguments)
+        self._begin_segment(after_tool_call=True)
 
     def _unsent(self, block: str) -> str:
         """The text of ``block`` no call sent holds: all of it, with its opening marker,

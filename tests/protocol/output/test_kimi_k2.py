@@ -134,6 +134,9 @@ def test_a_section_cut_off_after_a_sent_call_keeps_the_call() -> None:
     assert_every_split(kimi, text, ParsedOutput(truncated, None, [
         ToolCall("call_0000", "f", '{"a": [1]}')
     ]))  # fmt: skip
+    assert_every_split(kimi, f"{BEGIN}{good}\n", ParsedOutput(None, None, [
+        ToolCall("call_0000", "f", '{"a": [1]}')
+    ]))  # fmt: skip
 
 
 def test_a_last_call_without_its_end_marker_ends_at_the_section_end() -> None:
