@@ -66,6 +66,16 @@ def _roles(items: Any) -> list[str]:
 _ROLE = operator.itemgetter("role")
 
 
+def _role(items: Any, j: int) -> str:
+    """``_roles(items)[j]``, reading that message alone."""
+    if type(items) is not list or type(message := items[j]) is not dict:
+        raise Unprovable("the scanned messages are not a list of dicts")
+    role = message.get("role")
+    if type(role) is not str:
+        raise Unprovable("a scanned message's role is not a string")
+    return role
+
+
 def last_final(items: Any) -> TemplateNamespace:
     """``index``: the last ``j`` with ``items[j].role == 'assistant' and "tool_calls" not in
     items[j]`` (-1 if none): gpt-oss's ``loop_messages[loop.index:]`` holds one iff
@@ -81,21 +91,22 @@ def last_final(items: Any) -> TemplateNamespace:
 def previous_turn(items: Any, t: int) -> TemplateNamespace:
     """Gemma 4's backward scan from ``t``: the role of the last message before it that is not a
     tool result (``found``), else ``None``."""
-    roles = _roles(items)
     for j in range(t - 1, -1, -1):
-        if roles[j] != "tool":
-            return TemplateNamespace(role=roles[j], found=True)
+        role = _role(items, j)
+        if role != "tool":
+            return TemplateNamespace(role=role, found=True)
     return TemplateNamespace(role=None, found=False)
 
 
 def tool_run(items: Any, t: int) -> list[Any]:
     """The tool results right after ``t``, up to the next other message (Gemma 4's forward
     scan renders each of them, and stops for good at that message)."""
-    roles = _roles(items)
+    if type(items) is not list:
+        raise Unprovable("the scanned messages are not a list")
     end = t + 1
-    while end < len(roles) and roles[end] == "tool":
+    while end < len(items) and _role(items, end) == "tool":
         end += 1
-    return items[t + 1 : end]  # type: ignore[no-any-return]
+    return items[t + 1 : end]
 
 
 def _previous_spans(items: Any, n: int) -> list[tuple[int, int]]:

@@ -268,7 +268,11 @@ def test_messages_a_rewrite_is_not_proven_on_render_without_the_memo() -> None:
     template = real("google-gemma-4-31B-it")
     cache = RenderCache(SessionRegistry(1 << 30).slot("render"))
     messages = [_U, _call(0), _result(0, "t"), _U]
-    with mock.patch.object(windows, "_roles", side_effect=windows.Unprovable("test")):
+    unprovable = windows.Unprovable("test")
+    with (
+        mock.patch.object(windows, "_roles", side_effect=unprovable),
+        mock.patch.object(windows, "_role", side_effect=unprovable),
+    ):
         got = template.render(messages, tools=TOOLS, cache=cache, session="s")
     assert got == template.render(messages, tools=TOOLS)
     assert session_memo(cache, template, "s").runs == {}
