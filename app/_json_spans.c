@@ -4,16 +4,18 @@
  * around it) without the GIL and says how to parse it in pieces of at most about `limit`
  * bytes:
  *
- *   (0, [a, c1, c2, ..., b])  a string whose content is data[a:b], cut at c1 < c2 < ...:
- *                              never inside an escape, a UTF-8 character or after the
- *                              escape of a high surrogate;
- *   (1, [(a, b, -1, v), ...])  an array, its elements in order: v == -1 for a run of small
- *                              elements data[a:b] (commas between them), v == a for one
- *                              large element data[a:b];
- *   (2, [(a, b, k, v), ...])   an object, its members in order: v == -1 for a run of small
- *                              members data[a:b], else one large member whose key is
- *                              data[a:k] and whose value is data[v:b];
- *   None                       anything else (a scalar, or a shape no valid JSON has).
+ *   (0, [a, c1, c2, ..., b], 0)   a string whose content is data[a:b], cut at c1 < c2 < ...:
+ *                                 never inside an escape, a UTF-8 character or after the
+ *                                 escape of a high surrogate;
+ *   (1, [(a, b, -1, v), ...], d)  an array, its elements in order: v == -1 for a run of
+ *                                 small elements data[a:b] (commas between them), v == a for
+ *                                 one large element data[a:b];
+ *   (2, [(a, b, k, v), ...], d)   an object, its members in order: v == -1 for a run of
+ *                                 small members data[a:b], else one large member whose key is
+ *                                 data[a:k] and whose value is data[v:b];
+ *   None                          anything else (a scalar, or a shape no valid JSON has);
+ *
+ * d is how deeply the value nests, at least (1 for [1], 2 for [[1]]).
  *
  * Only strings, brackets, commas and colons are read: the pieces are parsed by orjson, which
  * checks everything else.  Every piece of valid JSON is valid, and when every piece parses,
@@ -67,8 +69,9 @@ static Py_ssize_t string_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
 }
 
 /* Just past the value starting at s[i] (brackets counted, strings skipped); -1 if it does
- * not end before n or is empty. */
-static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
+ * not end before n or is empty.  *deepest: at least the value's nesting depth. */
+static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n,
+                            Py_ssize_t *deepest) {
     if (i >= n)
         return -1;
     if (s[i] == '"')
@@ -83,9 +86,10 @@ static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) 
                     return -1;
                 continue;
             }
-            if (c == '[' || c == '{')
-                depth++;
-            else if ((c == ']' || c == '}') && --depth == 0)
+            if (c == '[' || c == '{') {
+                if (++depth > *deepest)
+                    *deepest = depth;
+            } else if ((c == ']' || c == '}') && --depth == 0)
                 return i + 1;
             i++;
         }
@@ -138,9 +142,10 @@ static void string_cuts(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, Py_s
     put(f, b);
 }
 
-/* A container's elements (members), runs of small ones joined; the kind, or -1. */
+/* A container's elements (members), runs of small ones joined; the kind, or -1.  *deepest:
+ * the elements' deepest nesting. */
 static int container_parts(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, Py_ssize_t limit,
-                           Found *f) {
+                           Found *f, Py_ssize_t *deepest) {
     int object = s[i] == '{';
     unsigned char close = object ? '}' : ']';
     Py_ssize_t j = skip_space(s, i + 1, n);
@@ -158,7 +163,7 @@ static int container_parts(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, P
                     return -1;
                 value = skip_space(s, colon + 1, n);
             }
-            Py_ssize_t end = value_end(s, value, n);
+            Py_ssize_t end = value_end(s, value, n, deepest);
             if (end < 0)
                 return -1;
             if (end - start > limit) {
@@ -194,7 +199,7 @@ static int container_parts(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, P
 }
 
 static int scan(const unsigned char *s, Py_ssize_t start, Py_ssize_t end, Py_ssize_t limit,
-                Found *f) {
+                Found *f, Py_ssize_t *deepest) {
     Py_ssize_t i = skip_space(s, start, end);
     if (i >= end)
         return -1;
@@ -206,7 +211,7 @@ static int scan(const unsigned char *s, Py_ssize_t start, Py_ssize_t end, Py_ssi
         return 0;
     }
     if (s[i] == '[' || s[i] == '{')
-        return container_parts(s, i, end, limit, f);
+        return container_parts(s, i, end, limit, f, deepest);
     return -1;
 }
 
@@ -221,9 +226,10 @@ static PyObject *parts(PyObject *self, PyObject *args) {
         return NULL;
     }
     Found f = {NULL, 0, 0, 0};
+    Py_ssize_t deepest = 0;
     int kind;
     Py_BEGIN_ALLOW_THREADS
-    kind = scan((const unsigned char *)data.buf, start, end, limit, &f);
+    kind = scan((const unsigned char *)data.buf, start, end, limit, &f, &deepest);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (f.failed) {
@@ -244,7 +250,7 @@ static PyObject *parts(PyObject *self, PyObject *args) {
         Py_XDECREF(item);
     }
     free(f.at);
-    return list == NULL ? NULL : Py_BuildValue("(iN)", kind, list);
+    return list == NULL ? NULL : Py_BuildValue("(iNn)", kind, list, deepest + (kind != 0));
 }
 
 static PyMethodDef methods[] = {

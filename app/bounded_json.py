@@ -12,10 +12,11 @@ value).
 
 The pieces are cut so that every piece of valid JSON is valid JSON, and where every piece
 parses, the glue between them that the scan checked makes the whole body valid: the result is
-then orjson's.  Anything else (a piece that fails, a shape the scan does not cut, nesting of
-large values deeper than ``MAX_DEPTH``) is parsed by one ``orjson.loads`` of the whole body,
-so what orjson refuses is refused with orjson's own error, and whatever it accepts is read as
-it reads it.
+then orjson's.  Anything else (a piece that fails, a shape the scan does not cut, a body
+nesting deeper than ``MAX_NESTING``, large values nested deeper than ``MAX_DEPTH``) is parsed
+by one ``orjson.loads`` of the whole body, so what orjson refuses is refused with orjson's own
+error, and whatever it accepts is read as it reads it.  That whole parse is the one step left
+unbounded: a malformed body, or one nested that deep, holds the GIL as long as orjson takes.
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ from typing import Any
 
 import orjson
 
-from app._json_spans import parts
+try:
+    from app._json_spans import parts
+except ImportError:  # a checkout whose C extensions are not built: bodies are parsed whole
+    parts = None  # type: ignore[assignment]
 
 PIECE_BYTES = 1 << 20
 """The most bytes orjson parses in one call (~2 ms at worst), give or take an escape."""
 MAX_DEPTH = 32
 """How deep large values may nest before the body is parsed whole (each level scans its
 value again)."""
+MAX_NESTING = 512
+"""A body nesting deeper is parsed whole: orjson refuses one deeper than 1024 levels, which
+pieces, each nesting less than the body, would not see."""
 
 
 class _Whole(Exception):
@@ -40,7 +47,7 @@ class _Whole(Exception):
 
 def loads(data: bytes, piece_bytes: int = PIECE_BYTES) -> Any:
     """``orjson.loads(data)``, the same value or the same ``JSONDecodeError``."""
-    if len(data) <= piece_bytes:
+    if len(data) <= piece_bytes or parts is None:
         return orjson.loads(data)
     try:
         return _value(data, 0, len(data), piece_bytes, 0)
@@ -54,7 +61,9 @@ def _value(data: bytes, start: int, end: int, piece_bytes: int, depth: int) -> A
     found = parts(data, start, end, piece_bytes) if depth < MAX_DEPTH else None
     if found is None:
         raise _Whole
-    kind, spans = found
+    kind, spans, nesting = found
+    if depth == 0 and nesting > MAX_NESTING:  # the body's own: every value in it nests less
+        raise _Whole
     if kind == 0:
         return "".join(_piece(b'"%b"', data[a:b], str) for a, b in pairwise(spans))
     if kind == 1:

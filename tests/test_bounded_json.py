@@ -32,7 +32,9 @@ def _text(value: Any, style: int) -> bytes:
     ``\\u`` escapes and surrogate pairs, pretty)."""
     if style == 0:
         return orjson.dumps(value)
-    spelling = {1: {"separators": (" , ", " : ")}, 2: {"ensure_ascii": True}, 3: {"indent": 2}}
+    spelling: dict[int, dict[str, Any]] = {
+        1: {"separators": (" , ", " : ")}, 2: {"ensure_ascii": True}, 3: {"indent": 2},
+    }  # fmt: skip
     return json.dumps(value, **spelling[style], allow_nan=False).encode("utf-8", "surrogatepass")
 
 
@@ -120,6 +122,32 @@ def test_a_53_mb_body_is_parsed_in_pieces() -> None:
         return loads(text)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bounded_json.orjson, "loads", counted)
+        patch.setattr(orjson, "loads", counted)
         assert bounded_json.loads(data) == body
     assert len(read) > 40 and max(read) <= bounded_json.PIECE_BYTES + 8
+
+
+@pytest.mark.parametrize("outside", [0, 20, 31, 40])
+def test_nesting_past_orjsons_limit_is_refused_as_orjson_refuses_it(outside: int) -> None:
+    """orjson refuses more than 1024 levels; cut pieces each nest less than the body."""
+    for inside in (1000, 1003, 1004, 1010):
+        deep = b"[" * inside + b"1" + b"]" * inside
+        data = b"[" * outside + deep + b',"' + b"x" * 5000 + b'"' + b"]" * outside
+        try:
+            expected = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            with pytest.raises(orjson.JSONDecodeError) as found:
+                bounded_json.loads(data, 2500)
+            assert (found.value.msg, found.value.pos) == (exc.msg, exc.pos)
+            continue
+        assert _levels(bounded_json.loads(data, 2500)) == _levels(expected)
+
+
+def _levels(value: Any) -> list[tuple[int, Any]]:
+    """Each level's length and last item (a leaf), down the first items (too deep to compare
+    with ``==`` or to write with orjson)."""
+    levels = []
+    while isinstance(value, list):
+        levels.append((len(value), value[-1] if not isinstance(value[-1], list) else None))
+        value = value[0]
+    return [*levels, (0, value)]
