@@ -44,7 +44,7 @@ The rules every parser keeps:
   on to the call without closing it (vLLM reads GLM, MiniMax, DSML, Gemma 4, Seed-OSS so).
 - A tool call is emitted whole, one delta with id, name and complete arguments, when its
   block closes, or, in a section whose scanner finds each call's end
-  (``interface.SectionCallsEnd``: Kimi K2, DeepSeek V3.1, the invokes of MiniMax M2 and
+  (``BlockEnd``'s ``call_ends``: Kimi K2, DeepSeek V3.1, the invokes of MiniMax M2 and
   DSML), when its own end marker arrives:
   a malformed call must come back as text, and a delta once sent cannot be taken back (the
   first malformed call of such a section is text with the rest of it). Text that is not a

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from app.generation import ToolFormat
 from app.protocol.output.deltas import ChatDelta, ParsedOutput
@@ -27,20 +27,15 @@ class BlockEnd(Protocol):
 
     One instance per block; ``find`` gets the whole body after the opening marker every time
     (the same text plus whatever arrived since) and may remember how far it has scanned.
+
+    The scanner of a section of several calls may also keep ``call_ends``, a list of where
+    each call found so far ends in the body (just after its end marker), in order: each call
+    then goes out at its own end instead of waiting for the section's.
     """
 
     def find(self, body: str) -> int | None:
         """Where the closing marker starts in ``body``, or None while it has not arrived."""
         ...
-
-
-@runtime_checkable
-class SectionCallsEnd(BlockEnd, Protocol):
-    """A ``BlockEnd`` of a section of several calls that also finds where each call ends, so
-    each call goes out at its own end marker instead of waiting for the section's."""
-
-    call_ends: list[int]
-    """Where each call found so far ends in the body (just after its end marker), in order."""
 
 
 class ChoiceParser(Protocol):
@@ -85,7 +80,7 @@ class TagCalls:
     at the end of the output. ``block_end``: a fresh scanner per block.
     ``decode``: the calls in a block's text (between the markers, markers excluded): a
     section may hold several; ``None`` when the block is not well-formed, and the block then
-    becomes content, markers and all. Where the scanner is a ``SectionCallsEnd``, ``decode``
+    becomes content, markers and all. Where the scanner keeps ``call_ends``, ``decode``
     gets each call's text as the call ends, then what is left of the block when it closes.
     """
 

@@ -46,7 +46,7 @@ class SectionMarkers:
 
 class SectionEnd:
     """Finds the ``end`` marker that closes a section, and where each of its calls ends,
-    scanning only text not seen before (a ``SectionCallsEnd``)."""
+    scanning only text not seen before (``call_ends``)."""
 
     def __init__(self, markers: SectionMarkers) -> None:
         self._markers = markers

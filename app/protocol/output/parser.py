@@ -12,8 +12,8 @@ content segment while a tool call may follow (it is then layout). A tool-call bl
 whole and emitted at its closing marker (or, for formats without one, at the end of the
 output), one delta per call with id, name and complete arguments: only then is it known to
 be a tool call at all, and a delta once sent cannot be taken back. A section of several calls
-whose scanner finds each call's end (``SectionCallsEnd``) sends each call at its own end; the
-first call that does not decode, and the rest of its section, are text.
+whose scanner finds each call's end (``BlockEnd``'s ``call_ends``) sends each call at its own
+end; the first call that does not decode, and the rest of its section, are text.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from app.protocol.output.interface import (
     ParserOptions,
     Reasoning,
     Schemas,
-    SectionCallsEnd,
     TagCalls,
 )
 from app.protocol.output.scanning import find_tag, partial_tag_start
@@ -92,9 +91,9 @@ class OutputParser(SteppedParser):
         # in TOOL, _buffer holds the block after its opener
         self._opener = ""  # the marker that opened the current block
         self._block_end: BlockEnd = NeverEnds()
-        self._calls_end: SectionCallsEnd | None = None  # None: the block's calls go out at its end
+        self._call_ends: list[int] | None = None  # None: the block's calls go out at its end
         self._sent = 0  # where the block's calls already sent end in the block
-        self._ends_read = 0  # how many of _calls_end.call_ends were read
+        self._ends_read = 0  # how many of _call_ends were read
         self._held_space = ""  # whitespace opening a content segment, dropped if layout
         self._segment_has_text = calls is None
         self._after_tool_call = False
@@ -175,9 +174,8 @@ class OutputParser(SteppedParser):
             self._emit_content(out, self._buffer[:start])
             self._buffer = self._buffer[start + len(self._opener) :]
             self._block_end = calls.block_end()
-            self._calls_end = (
-                self._block_end if isinstance(self._block_end, SectionCallsEnd) else None
-            )
+            ends = getattr(self._block_end, "call_ends", None)
+            self._call_ends = ends if isinstance(ends, list) else None
             self._sent = self._ends_read = 0
             self._state = _State.TOOL
             return True
@@ -221,12 +219,12 @@ class OutputParser(SteppedParser):
     def _send_ended_calls(self, out: list[ChatDelta]) -> None:
         """Send each call the section's scanner has seen end since the last one sent; at the
         first that does not decode, stop: it and the rest of the section go out as text."""
-        while self._calls_end is not None and self._ends_read < len(self._calls_end.call_ends):
-            end = self._calls_end.call_ends[self._ends_read]
+        while self._call_ends is not None and self._ends_read < len(self._call_ends):
+            end = self._call_ends[self._ends_read]
             self._ends_read += 1
             decoded = self._decode(self._buffer[self._sent : end])
             if decoded is None:
-                self._calls_end = None
+                self._call_ends = None
                 return
             self._sent = end
             self._send(out, decoded)

@@ -53,8 +53,8 @@ class ValueSkippingEnd:
 
     A value starts at any of ``value_opens`` and ends at the first of ``value_ends`` (they
     may be the same marker, as Gemma 4's ``<|"|>`` quotes are). Where a block holds several
-    calls, each of ``call_closes`` outside a value ends one (``call_ends``, a
-    ``SectionCallsEnd``). Only text not seen before is scanned.
+    calls, each of ``call_closes`` outside a value ends one (``BlockEnd``'s ``call_ends``).
+    Only text not seen before is scanned.
     """
 
     def __init__(
@@ -70,7 +70,7 @@ class ValueSkippingEnd:
         self._call_closes = frozenset(call_closes)
         self._pos = 0
         self._in_value = False
-        self.call_ends: list[int] = []
+        self.call_ends: list[int] = []  # stays empty without call_closes
 
     def find(self, body: str) -> int | None:
         """Where a closing marker starts in ``body`` (the text after the opening marker), if
