@@ -3,23 +3,25 @@
 What Codex CLI sends (``wire_api = "responses"``) maps onto chat like this:
 
 - ``instructions`` becomes the first message, role ``system`` (none when empty, as in vLLM).
-- ``input`` is a string (one user message) or a list of items:
+- ``input`` is a string (one user message) or a list of items, turned into chat messages
+  as vLLM's Responses endpoint turns them (``construct_input_messages``), so that a
+  conversation renders as vLLM would render it:
   ``message`` items (role user / assistant / system / developer; content a string or
-  ``input_text`` / ``output_text`` / ``refusal`` parts) keep their role, as vLLM keeps it:
-  the renderer turns ``developer`` into ``system`` for a template that does not name the role
-  (``app.rendering.messages``; Codex sends its sandbox and approval rules as developer
-  messages); their parts becoming
-  chat text parts (rendered like vLLM: joined with ``"\\n"`` for string-format templates);
-  ``input_image`` / ``input_file`` / ``input_audio`` are a 400: the proxy sends token ids, so
-  it serves text-only models.  ``function_call`` items become assistant ``tool_calls``
-  (``call_id`` is the call's id); consecutive calls, and calls right after an assistant
-  message, share one assistant turn, as Codex splits one chat turn into several items.
-  ``function_call_output`` becomes a ``tool`` message.
-- ``reasoning`` items: their text (the ``content`` reasoning text when present, else the
-  ``summary`` texts joined by blank lines) becomes ``reasoning_content`` of the next assistant
-  turn, where templates such as Qwen3's render it; with no assistant turn after it (or no
-  text) it is dropped.  ``encrypted_content`` is opaque to us and ignored: this proxy never
-  emits it, so only a history from another server carries it.
+  ``input_text`` / ``output_text`` / ``refusal`` parts) keep their role, ``developer``
+  included (the renderer makes it ``system`` for a template that does not name the role,
+  ``app.rendering.messages``; Codex sends its sandbox and approval rules as developer
+  messages); their parts become chat text parts, except that an assistant message is its
+  first part's text; ``input_image`` / ``input_file`` / ``input_audio`` are a 400: the proxy
+  sends token ids, so it serves text-only models.  ``function_call`` items become
+  ``tool_calls`` (``call_id`` is the call's id) of the last message when it is an assistant
+  turn, else of a new one; ``function_call_output`` becomes a ``tool`` message.
+- ``reasoning`` items: their text (the first ``content`` reasoning text, else the first
+  ``summary`` text, else empty) becomes the ``reasoning_content`` of the last message when it
+  is an assistant turn without one, else of a new assistant turn; an assistant message's text
+  likewise fills the last assistant turn when it has no content yet.  So Codex's reasoning,
+  message and calls of one answer make one assistant turn.  ``encrypted_content`` is opaque
+  and ignored (vLLM refuses it): this proxy never emits it, so only a history from another
+  server carries it.
 - ``tools``: ``function`` tools become chat tools; built-in and custom tools (web_search,
   local_shell, file_search, custom, ...) are dropped: the model behind the proxy cannot call
   them, and a 400 would stop Codex, which sends some of them unasked.
@@ -57,20 +59,13 @@ class _Turns:
     """The ``instructions`` the system turn opening ``messages`` came from."""
     n_items: int = 0
     last_item: Any = None
-    reasoning: str | None = None
-    """Reasoning text waiting for the next assistant turn."""
     size: int = 0
     """Bytes this holds on to, estimated: the item texts (shared with the parsed body, but
     kept alive by this) and ~256 per message."""
 
     def resumed(self) -> _Turns:
         return _Turns(
-            list(self.messages),
-            self.instructions,
-            self.n_items,
-            self.last_item,
-            self.reasoning,
-            self.size,
+            list(self.messages), self.instructions, self.n_items, self.last_item, self.size
         )
 
     def add(self, items: list[Any]) -> None:
@@ -84,27 +79,19 @@ class _Turns:
             kind = item.get("type", "message" if "role" in item else None)
             if kind == "message":
                 message = _message(item, where)
-                if message["role"] == "assistant" and self.reasoning is not None:
-                    message["reasoning_content"] = self.reasoning
-                if message["role"] not in ("system", "developer"):
-                    self.reasoning = None
-                out.append(message)
+                if message["role"] == "assistant" and isinstance(message["content"], str):
+                    self._to_assistant("content", message["content"], message)
+                else:
+                    out.append(message)
             elif kind == "function_call":
                 call = _function_call(item, where)
                 last = out[-1] if out else None
-                if last is not None and last["role"] == "assistant" and self.reasoning is None:
+                if last is not None and last["role"] == "assistant":
                     # a new dict: the previous one may be a previous call's, only ever read
                     out[-1] = {**last, "tool_calls": [*last.get("tool_calls", ()), call]}
                 else:
-                    turn: dict[str, Any] = {
-                        "role": "assistant",
-                        "content": None,  # as an OpenAI tool-call turn has it
-                        "tool_calls": [call],
-                    }
-                    if self.reasoning is not None:
-                        turn["reasoning_content"] = self.reasoning
-                    out.append(turn)
-                self.reasoning = None
+                    # content null, as an OpenAI tool-call turn has it
+                    out.append({"role": "assistant", "content": None, "tool_calls": [call]})
             elif kind == "function_call_output":
                 call_id = item.get("call_id")
                 if not isinstance(call_id, str):
@@ -113,10 +100,8 @@ class _Turns:
                 out.append({"role": "tool", "tool_call_id": call_id, "content": output})
             elif kind == "reasoning":
                 text = _reasoning_text(item, where)
-                if text:
-                    self.reasoning = (
-                        text if self.reasoning is None else (self.reasoning + "\n\n" + text)
-                    )
+                turn = {"role": "assistant", "content": None, "reasoning_content": text}
+                self._to_assistant("reasoning_content", text, turn)
             elif kind == "item_reference":
                 raise BadRequestError(
                     f"{where}: item references are not supported (this proxy stores nothing)",
@@ -130,6 +115,16 @@ class _Turns:
                 )
         self.n_items = len(items)
         self.last_item = items[-1] if items else None
+
+    def _to_assistant(self, field: str, value: str, turn: dict[str, Any]) -> None:
+        """``value`` as ``field`` of the last message when it is an assistant turn without
+        one, else ``turn`` as a new message (vLLM's ``_construct_message_from_response_item``)."""
+        out = self.messages
+        last = out[-1] if out else None
+        if last is not None and last["role"] == "assistant" and last.get(field) is None:
+            out[-1] = {**last, field: value}  # a new dict, as for a call
+        else:
+            out.append(turn)
 
 
 class ChatTranslator:
@@ -237,7 +232,10 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
         return {"role": role, "content": content}
     if not isinstance(content, list):
         raise BadRequestError(f"{where}.content must be a string or an array", param=where)
-    return {"role": role, "content": _parts(content, f"{where}.content")}
+    parts = _parts(content, f"{where}.content")
+    if role == "assistant" and parts:
+        return {"role": role, "content": parts[0]["text"]}  # vLLM reads the first part only
+    return {"role": role, "content": parts}
 
 
 def _parts(parts: list[Any], where: str) -> list[dict[str, Any]]:
@@ -280,20 +278,20 @@ def _function_call(item: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _reasoning_text(item: dict[str, Any], where: str) -> str:
+    """The first ``content`` reasoning text, else the first ``summary`` text, else ""."""
     for field, kind in (("content", "reasoning_text"), ("summary", "summary_text")):
         parts = item.get(field)
         if not parts:
             continue
         if not isinstance(parts, list):
             raise BadRequestError(f"{where}.{field} must be an array", param=where)
-        texts: list[str] = []
-        for part in parts:
-            if isinstance(part, dict) and part.get("type") == kind:
-                if not isinstance(part.get("text"), str):
-                    raise BadRequestError(f"{where}.{field} texts must be strings", param=where)
-                texts.append(part["text"])
-        if texts:
-            return "\n\n".join(texts)
+        part = parts[0]
+        if not isinstance(part, dict) or part.get("type") != kind:
+            raise BadRequestError(f"{where}.{field} parts must be {kind} parts", param=where)
+        if not isinstance(part.get("text"), str):
+            raise BadRequestError(f"{where}.{field} texts must be strings", param=where)
+        text: str = part["text"]
+        return text
     return ""
 
 

@@ -78,10 +78,12 @@ SERVER_SOURCES: dict[str, _Source] = {
     "vllm_sampling": _server(VLLM, "vllm/sampling_params.py"),
     "vllm_renderer": _server(VLLM, "vllm/renderers/hf.py"),
     "vllm_chat_message": _server(VLLM, "vllm/renderers/chat_utils/chat_message.py"),
+    "vllm_responses": _server(VLLM, _VLLM_EP + "openai/responses/utils.py"),
+    "vllm_responses_request": _server(VLLM, _VLLM_EP + "openai/responses/protocol.py"),
     "sglang_api": _server(SGLANG, "sglang/api/v1/api_types.py"),
 }
 """The server source files of the contract tests (tests/upstream/test_server_contracts.py) and
-of vLLM's message handling (tests/rendering/test_vllm_roles.py, test_vllm_tool_calls.py)."""
+of vLLM's message handling (tests/rendering/test_vllm_*.py)."""
 _SOURCES: dict[str, _Source] = {
     **SERVER_SOURCES,
     "qwen3": _Source(_QWEN, _QWEN_DIR + "tokenizer.json", "qwen3/tokenizer.json"),
@@ -128,6 +130,8 @@ _SHA256 = {
     "vllm_sampling": "deebc01732f3f7c14b9912dbed0190570015f5e0635c802c8293a508c36e4848",
     "vllm_renderer": "3c84c86b348b539fc741085327b165f4b6bf958cc6c0e19fb5dc0f54430432d2",
     "vllm_chat_message": "0eb9f6ca4899700f937cc8fca85d919ac625ce4b34aa524e5c3e9963e8f61bf6",
+    "vllm_responses": "f9e87ed884b620f69a6d22d41cb030ba57eda211d4f1751a0b4efa6cf36c7828",
+    "vllm_responses_request": "094ca93053143933b765fb0e21d38d452eeaee5b7e288802685c673221de54b7",
     "sglang_api": "60fd8b7b61b1b88424139f57879e16b4b756473b26f20e214314b74dec52352b",
 }
 

@@ -96,8 +96,7 @@ def test_codex_items_become_chat_turns() -> None:
                                    "content": body["input"][5]["output"]}
     # reasoning, an assistant message and a function call: one assistant turn
     patching = chat["messages"][10]
-    assert patching["content"] == [{"type": "text",
-                                    "text": "`add` subtracts instead of adding. Patching it."}]
+    assert patching["content"] == "`add` subtracts instead of adding. Patching it."
     assert patching["reasoning_content"].startswith("**Fixing add**")
     (call,) = patching["tool_calls"]
     assert call == {"id": "call_04x7Qm", "type": "function", "function": {
@@ -124,8 +123,10 @@ def test_consecutive_calls_share_a_turn_and_options_map() -> None:
             ]}
     chat = chat_body(body)
     assert [m["role"] for m in chat["messages"]] == ["system", "user", "assistant", "tool",
-                                                     "tool"]
+                                                     "tool", "assistant"]
     assert [c["id"] for c in chat["messages"][2]["tool_calls"]] == ["a", "b"]
+    # a reasoning item opens an assistant turn, as in vLLM, its encrypted content ignored
+    assert chat["messages"][5] == {"role": "assistant", "content": None, "reasoning_content": ""}
     assert chat["messages"][3]["content"] == "x"
     assert chat["max_tokens"] == 7 and chat["temperature"] == 0.2
     assert chat["chat_template_kwargs"] == {"enable_thinking": False}
@@ -161,7 +162,7 @@ def test_translation_resumes_from_the_previous_call() -> None:
         if k == len(bodies) - 2:
             unmerged = previous[-1]
     merged = chat["messages"][-1]
-    assert merged["content"][0]["text"].startswith("Fixed") and "tool_calls" not in unmerged
+    assert merged["content"].startswith("Fixed") and "tool_calls" not in unmerged
     assert [c["id"] for c in merged["tool_calls"]] == ["z"]
     edited = dict(tail, instructions="Changed.")
     parsed = parser.parse(orjson.dumps(edited), "key")

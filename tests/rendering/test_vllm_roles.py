@@ -233,7 +233,7 @@ def test_developer_turns_render_as_vllm_renders_them(
     name = TOKENIZER_OF[stem]
     template = load_template(model_files[f"template:{stem}"], model_files[name])
     requests = {"chat": parse_chat_request({"model": "m", "messages": messages, "tools": TOOLS})}
-    if messages[0]["role"] == "system":
+    if messages[0]["role"] == "system" and messages[0]["content"]:  # Codex's instructions
         requests["responses"] = parse_chat_request(chat_body(_responses(messages)))
     for api, request in requests.items():
         if want is TemplateError:

@@ -9,11 +9,15 @@ from typing import Any
 
 
 def functions(path: Path, names: tuple[str, ...], **names_used: Any) -> dict[str, Any]:
-    """The top-level functions ``names`` of the module at ``path``, compiled without their
-    decorators (``lru_cache``: nothing to cache in a test) and run in a namespace holding
-    ``names_used`` (what their bodies read from the module's imports)."""
+    """The functions ``names`` of the module at ``path`` (top-level ones, or a top-level
+    class's methods taken as plain functions), compiled without their decorators
+    (``lru_cache``, ``classmethod``) and run in a namespace holding ``names_used`` (what their
+    bodies read from the module's imports)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    scopes = [tree.body, *(n.body for n in tree.body if isinstance(n, ast.ClassDef))]
+    found = [
+        n for body in scopes for n in body if isinstance(n, ast.FunctionDef) and n.name in names
+    ]
     assert sorted(n.name for n in found) == sorted(names), f"{path} lacks some of {names}"
     for node in found:
         node.decorator_list = []
