@@ -92,7 +92,7 @@ def as_vllm_roles(prepared: list[dict[str, Any]], source: str) -> list[dict[str,
     """Prepared messages with their roles as vLLM hands them to template ``source`` (see the
     module docstring): ``prepared`` itself when nothing changes, else a new list (holding
     ``prepared``'s dicts of the messages left as they are)."""
-    if "developer" not in map(_ROLE, prepared) or takes_developer(source):
+    if takes_developer(source) or "developer" not in map(_ROLE, prepared):
         return prepared
     messages = [_as_system(m) if m["role"] == "developer" else m for m in prepared]
     systems = [m for m in messages if m["role"] == "system"]
