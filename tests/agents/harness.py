@@ -29,10 +29,12 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from tokenizers import Tokenizer
 
+from app.tools import assets as app_assets
 from loadtest.processes import free_port, process, serve_args
 from loadtest.standin_upstream import make_app
 from tests.agents.models import QWEN3, Model
 from tests.api.servers import serving
+from tests.rendering.vllm_source import vllm_roles
 
 MODEL = QWEN3.name
 _HOP = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding",
@@ -196,15 +198,17 @@ def _hf(folder: Path) -> tuple[Any, Tokenizer]:
 def reference_ids(folder: Path, chat: Mapping[str, Any], template: Path | None = None,
                   content_format: str = "string") -> list[int]:
     """The reference encode of a canonical chat body: vLLM's message preparation (contents as
-    the template's ``content_format`` takes them, tool-call arguments parsed), then
+    the template's ``content_format`` takes them, tool-call arguments parsed, its own role
+    step: developer turns for a template that does not name the role), then
     transformers' ``apply_chat_template`` (with ``template``'s text where given), then
     ``tokenizers`` without added specials."""
     hf, tokenizer = _hf(folder)
+    source = template.read_text(encoding="utf-8") if template else hf.chat_template
     messages = [_vllm_message(m, content_format) for m in chat["messages"]]
+    messages = vllm_roles(app_assets.servers()["vllm_renderer"])(source, messages)
     text = hf.apply_chat_template(
         messages, tools=chat.get("tools"), add_generation_prompt=True, tokenize=False,
-        chat_template=template.read_text(encoding="utf-8") if template else None,
-        **(chat.get("chat_template_kwargs") or {}))
+        chat_template=source, **(chat.get("chat_template_kwargs") or {}))
     ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
     return ids
 

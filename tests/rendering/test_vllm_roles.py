@@ -26,7 +26,7 @@ from app.protocol.openai_chat import parse_chat_request
 from app.protocol.responses_request import chat_body
 from app.rendering.messages import as_vllm_roles, prepare_messages, takes_developer
 from app.tools import assets as app_assets
-from tests.rendering import test_real_templates
+from tests.rendering import test_real_templates, vllm_source
 from tests.rendering.test_real_templates import (
     PRINTS_PARTS,
     REPR,
@@ -35,32 +35,16 @@ from tests.rendering.test_real_templates import (
     _as_vllm_passes_them,
     _encoder,
 )
-from tests.rendering.vllm_source import functions
 
 hf_tokenizer = test_real_templates.hf_tokenizer  # the fixture, shared
 
-_VLLM_FUNCTIONS = (
-    "_detect_developer_role_support",
-    "_convert_developer_to_system",
-    "_consolidate_system_messages",
-)
 VllmRoles = Callable[[str, list[dict[str, Any]]], list[dict[str, Any]]]
 
 
 @pytest.fixture(scope="module")
 def vllm_roles(assets_dir: Path) -> VllmRoles:
     """vLLM's role step: (template text, parsed messages) -> the messages transformers gets."""
-    takes, to_system, merge = functions(
-        app_assets.servers(assets_dir)["vllm_renderer"], _VLLM_FUNCTIONS
-    ).values()
-
-    def roles(template: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        # safe_apply_chat_template's condition, then its two calls
-        if any(m["role"] == "developer" for m in messages) and not takes(template):
-            messages = merge(to_system(messages))
-        return messages
-
-    return roles
+    return vllm_source.vllm_roles(app_assets.servers(assets_dir)["vllm_renderer"])
 
 
 INSTRUCTIONS = "You are a coding agent. Be brief."

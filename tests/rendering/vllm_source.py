@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,3 +28,26 @@ def functions(path: Path, names: tuple[str, ...], **names_used: Any) -> dict[str
     space: dict[str, Any] = dict(names_used)
     exec(compile(module, str(path), "exec"), space)  # the pinned wheel's own code
     return {name: space[name] for name in names}
+
+
+Messages = list[dict[str, Any]]
+_ROLE_FUNCTIONS = (
+    "_detect_developer_role_support",
+    "_convert_developer_to_system",
+    "_consolidate_system_messages",
+)
+
+
+@functools.cache
+def vllm_roles(hf_renderer: Path) -> Callable[[str, Messages], Messages]:
+    """vLLM's role step (``safe_apply_chat_template``'s condition, then its two calls, from
+    ``vllm/renderers/hf.py`` at ``hf_renderer``): (template text, the messages vLLM's parser
+    made) -> the messages transformers gets."""
+    takes, to_system, merge = functions(hf_renderer, _ROLE_FUNCTIONS).values()
+
+    def roles(template: str, messages: Messages) -> Messages:
+        if any(m["role"] == "developer" for m in messages) and not takes(template):
+            messages = merge(to_system(messages))
+        return messages
+
+    return roles
