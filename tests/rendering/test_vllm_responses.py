@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionMessageToolCallParam,
@@ -159,3 +161,24 @@ def test_responses_messages_as_vllm_builds_them(
         pytest.fail(f"refused what vLLM takes: {want}")
     for fmt in ("string", "openai"):
         assert prepare_messages(got, fmt) == prepare_messages(want, fmt), fmt
+
+
+ITEMS = st.sampled_from([
+    USER, _message("developer", "Rules."), _message("system", "Mid."),
+    _message("assistant", "a"), _message("assistant", "a", "b"),
+    {"type": "message", "role": "assistant", "content": "plain"},
+    _reasoning(), _reasoning("one"), _reasoning("one", "two"), _reasoning("s", content=("c",)),
+    _call("c1"), _call("c2"), _output("c1"),
+])  # fmt: skip
+
+
+@given(st.text(max_size=3), st.lists(ITEMS, min_size=1, max_size=8))
+def test_any_item_order_as_vllm_builds_it(
+    vllm_messages: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    instructions: str,
+    items: list[dict[str, Any]],
+) -> None:
+    body = {"model": "m", "instructions": instructions, "input": items}
+    want, got = vllm_messages(body), chat_body(body)["messages"]
+    for fmt in ("string", "openai"):
+        assert prepare_messages(got, fmt) == prepare_messages(want, fmt)
