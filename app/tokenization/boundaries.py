@@ -123,8 +123,10 @@ class AddedTokenGuard:
         self._strip_finder = re.compile(trie_pattern(stripping)) if stripping else None
         # Normalized tokens are matched on normalized text: only ASCII is sure to be unchanged.
         self._ascii_only = normalizer is not None and any(t.normalized for t in toks)
-        # How far from a position its verdict reads, each way.
-        self.reach = max(self.longest - 1, 0) + (_STRIP_REACH if stripping else 0)
+        # How far from a position its verdict reads, each way (the ASCII check reads a whole
+        # token's length: a character just past a token's last byte may normalize with it).
+        near = self.longest if self._ascii_only else max(self.longest - 1, 0)
+        self.reach = near + (_STRIP_REACH if stripping else 0)
 
     def touching(self, text: bytes, lo: int, hi: int) -> Iterator[tuple[int, int]]:
         """The ``occurrences`` [start, end) with an end in [lo, hi]: an edge candidate each
@@ -154,7 +156,10 @@ class AddedTokenGuard:
         ``last`` alone (and ``reach`` bytes left of c); False when they cannot decide it."""
         if self._finder is None:
             return c <= last
-        if self._ascii_only and not text[max(0, c - self.longest) : c + self.longest].isascii():
+        if self._ascii_only and (
+            c + self.longest > last
+            or not text[max(0, c - self.longest) : c + self.longest].isascii()
+        ):
             return False
         if self._strip_finder is not None:
             # Stripping tokens: read the whole reach both ways, refuse anything close.

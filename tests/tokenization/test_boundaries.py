@@ -219,3 +219,45 @@ def test_gemma_s_rule_is_checked_on_its_vocabulary(
     change(data)
     spec = spec_from_json(data)
     assert spec.family is None and spec.unproven_reason and reason in spec.unproven_reason
+
+
+def _normalized_added_tokens(assets: dict[str, Path], tmp_path: Path) -> Path:
+    """Qwen3's file with its added tokens matched on the normalized text: its guard may then
+    trust only ASCII around a position."""
+    import json
+
+    data = json.loads(assets["qwen3"].read_text(encoding="utf-8"))
+    for tok in data["added_tokens"]:
+        tok["normalized"] = True
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", [*FAMILIES, "qwen3 normalized added tokens"])
+def test_verdicts_read_nothing_past_the_region(
+    name: str, assets: dict[str, Path], tmp_path: Path
+) -> None:
+    """A repair trusts a cut because its verdict reads only ``text[region]``, the bytes both
+    texts share: whatever follows the region, the cuts found must be the same."""
+    if name in assets:
+        rules = CutRules(load_spec(assets[name]))
+    else:
+        rules = CutRules(load_spec(_normalized_added_tokens(assets, tmp_path)))
+        assert rules._guard._ascii_only
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(long_texts, st.one_of(st.sampled_from(["", "ééé", "<|im_end|>"]), texts), st.data())
+    def run(text: str, other: str, draw: st.DataObject) -> None:
+        data = text.encode("utf-8")
+        end = draw.draw(st.integers(0, len(data)), label="region end")
+        lo, hi = sorted(draw.draw(st.integers(0, end), label="window") for _ in range(2))
+        start = draw.draw(st.integers(0, lo), label="region start")
+        open_ends = (start == 0 and draw.draw(st.booleans()), False)
+        found = [
+            list(rules.iter_cuts(d, lo, hi, (start, end), open_ends=open_ends))
+            for d in (data, data[:end] + other.encode("utf-8"))
+        ]
+        assert found[0] == found[1], (data, other, (start, end))
+
+    run()
