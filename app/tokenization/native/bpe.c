@@ -396,8 +396,8 @@ static inline long compact_piece(const Model *m, Compact *table, const uint8_t *
     Compact *e = compact_slot(table, key, len);
     if (e->key[0] == key[0] && e->key[1] == key[1] && e->owner == m->owner && e->len == len) {
         uint64_t ids = e->ids, mask = ((uint64_t)1 << ID_BITS) - 1;
-        out[0] = (int32_t)(ids & mask); /* all three written: out has room for len >= count */
-        if (e->count > 1) {
+        out[0] = (int32_t)(ids & mask);
+        if (e->count > 1) { /* out[2] too: room for an id per byte of the text, and one more */
             out[1] = (int32_t)(ids >> ID_BITS & mask);
             out[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
         }

@@ -16,8 +16,8 @@ enum {
 };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
- * their class codes (classes[cp]), readable RUN_PAD bytes past n; folds, kinds and numeric are
- * looked up through the tables. */
+ * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 16 at a time); folds,
+ * kinds and numeric are looked up through the tables. */
 #define RUN_PAD 16
 typedef struct {
     const uint32_t *cp;
@@ -59,9 +59,10 @@ typedef struct {
 } Scratch;
 
 /* Ids of the pieces of a stretch, piece p being data[at[starts[p]]:at[starts[p + 1]]] (at
- * NULL: data[starts[p]:starts[p + 1]]), into out (room for a byte each); limit: the bytes readable from data; dropped: NULL, or the 256
- * flags of the bytes taken out of every piece (the parts between them merged alone).  Their
- * count, or -1 when out of memory. */
+ * NULL: data[starts[p]:starts[p + 1]]), into out (room for an id per byte, and one more);
+ * limit: the bytes readable from data; dropped: NULL, or the 256 flags of the bytes taken out
+ * of every piece (the parts between them merged alone).  Their count, or -1 when out of
+ * memory. */
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
                 const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
                 Scratch *w);

@@ -28,18 +28,17 @@ static size_t punct_run(const Stretch *s, size_t i) {
     return i;
 }
 
-/* Length of a case-insensitive contraction ('s 't 're 've 'm 'll 'd) at i, or 0. */
-static size_t contraction_after(const Stretch *s, size_t i);
-static inline size_t contraction(const Stretch *s, size_t i) {
-    return CP(i) == '\'' ? contraction_after(s, i) : 0;
-}
-
-/* The same at i, an apostrophe. */
+/* Length of a case-insensitive contraction at i, an apostrophe ('s 't 're 've 'm 'll 'd), or 0. */
 static size_t contraction_after(const Stretch *s, size_t i) {
     uint8_t a = FOLD(i + 1), b = FOLD(i + 2);
     if (a == F_S || a == F_T || a == F_M || a == F_D) return 2;
     if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L)) return 3;
     return 0;
+}
+
+/* The same at any i (the test for the apostrophe inline: most pieces start otherwise). */
+static inline size_t contraction(const Stretch *s, size_t i) {
+    return CP(i) == '\'' ? contraction_after(s, i) : 0;
 }
 
 /* GPT-2's contractions are case-sensitive. */
