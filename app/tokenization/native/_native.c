@@ -280,7 +280,7 @@ static Work *thread_work(size_t n) {
     w->at = malloc((n + 1) * 4);
     w->starts = malloc((n + 1) * 4);
     w->cls = malloc(n + 1 + RUN_PAD);
-    w->ids = malloc((n + 1) * 4);
+    w->ids = malloc((n + 1 + IDS_PAD) * 4);
     w->ends = malloc((n + 1) * 4);
     if (!w->cp || !w->at || !w->starts || !w->cls || !w->ids || !w->ends) {
         arrays_free(w);

@@ -386,21 +386,37 @@ static inline uint64_t loaded_word(const uint8_t *piece, size_t len, size_t limi
     return len == 8 ? w : w & (((uint64_t)1 << (8 * len)) - 1);
 }
 
+/* The masks of a piece's first and second words by its length, so that its key is read
+ * without a branch on the length where 16 bytes are readable. */
+#define LOW(n) ((n) >= 8 ? ~0ull : ((1ull << (8 * (n))) - 1))
+#define HIGH(n) ((n) <= 8 ? 0ull : LOW((n) - 8))
+static const uint64_t key_low[COMPACT_LEN + 1] = {
+    LOW(0), LOW(1), LOW(2), LOW(3), LOW(4), LOW(5), LOW(6), LOW(7), LOW(8),
+    LOW(9), LOW(10), LOW(11), LOW(12), LOW(13), LOW(14), LOW(15), LOW(16)};
+static const uint64_t key_high[COMPACT_LEN + 1] = {
+    HIGH(0), HIGH(1), HIGH(2), HIGH(3), HIGH(4), HIGH(5), HIGH(6), HIGH(7), HIGH(8),
+    HIGH(9), HIGH(10), HIGH(11), HIGH(12), HIGH(13), HIGH(14), HIGH(15), HIGH(16)};
+
 /* The ids of a piece of up to COMPACT_LEN bytes through the compact table (merged on a miss,
- * and kept there where they fit); their count, or -1 when out of memory. */
+ * and kept there where they fit) into out (room for IDS_PAD ids more than the piece has
+ * bytes); their count, or -1 when out of memory. */
 static inline long compact_piece(const Model *m, Compact *table, const uint8_t *piece,
                                  size_t len, size_t limit, int32_t *out, Scratch *w) {
     uint64_t key[2];
-    key[0] = loaded_word(piece, len < 8 ? len : 8, limit);
-    key[1] = len > 8 ? loaded_word(piece + 8, len - 8, limit - 8) : 0;
+    if (limit >= 16) {
+        memcpy(key, piece, 16);
+        key[0] &= key_low[len];
+        key[1] &= key_high[len];
+    } else {
+        key[0] = loaded_word(piece, len < 8 ? len : 8, limit);
+        key[1] = len > 8 ? loaded_word(piece + 8, len - 8, limit - 8) : 0;
+    }
     Compact *e = compact_slot(table, key, len);
     if (e->key[0] == key[0] && e->key[1] == key[1] && e->owner == m->owner && e->len == len) {
         uint64_t ids = e->ids, mask = ((uint64_t)1 << ID_BITS) - 1;
-        out[0] = (int32_t)(ids & mask);
-        if (e->count > 1) { /* out[2] too: room for an id per byte of the text, and one more */
-            out[1] = (int32_t)(ids >> ID_BITS & mask);
-            out[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
-        }
+        out[0] = (int32_t)(ids & mask); /* all three, whatever the count */
+        out[1] = (int32_t)(ids >> ID_BITS & mask);
+        out[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
         return e->count;
     }
     long got = bpe_piece(m, piece, len, out, w);
