@@ -36,6 +36,7 @@ DIALECTS: tuple[str, ...] = get_args(Dialect)
 ENV_PREFIX = "TOKSPLICE_"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _NONE = ("", "none", "off")
+_ON_OFF = {"1": "on", "true": "on", "0": "off", "false": "off"}
 
 
 def cli_config(prog: str, env_prefix: str) -> SettingsConfigDict:
@@ -115,9 +116,10 @@ class Settings(BaseSettings):
     reasoning: bool = True
     """Split the model's reasoning (<think>...</think> or its family's markers) from the
     answer into reasoning_content."""
-    strip_billing_line: bool = False
-    """Drop Claude Code's per-call x-anthropic-billing-header line from system prompts (it
-    changes every call; repair handles it, stripping saves even that)."""
+    strip_billing_line: Literal["auto", "on", "off"] = "auto"
+    """Drop Claude Code's per-call x-anthropic-billing-header line from system turns as vLLM
+    0.33 does: auto (on for the vllm-* dialects, whose server drops it; off for the others),
+    on or off (also 1 or 0)."""
     alignment_check: bool = True
     """Compare our ids with the upstream's /tokenize (at start, before the next call after its
     connection broke, and every --alignment-recheck-s); forward text on mismatch."""
@@ -178,6 +180,16 @@ class Settings(BaseSettings):
     def _no_tool_format(cls, value: Any) -> Any:
         return None if isinstance(value, str) and value.strip().lower() in _NONE else value
 
+    @field_validator("strip_billing_line", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str):
+            value = value.strip().lower()
+            return _ON_OFF.get(value, value)
+        return value
+
     @field_validator("store")
     @classmethod
     def _store_url(cls, value: str) -> str:
@@ -188,6 +200,13 @@ class Settings(BaseSettings):
     @property
     def timeouts(self) -> Timeouts:
         return Timeouts(read=self.read_timeout)
+
+    @property
+    def strips_billing_line(self) -> bool:
+        """``strip_billing_line`` resolved: ``auto`` is on for the vLLM dialects."""
+        if self.strip_billing_line == "auto":
+            return self.dialect.startswith("vllm-")
+        return self.strip_billing_line == "on"
 
     @property
     def tokenizer_file(self) -> Path:

@@ -143,6 +143,8 @@ async def _build_service(
     sources = dict.fromkeys((template.source(tools=False), template.source(tools=True)))
     tool_format, chosen = resolve_tool_format(settings.tool_format, sources)
     log.info("tool format: %s (%s)", tool_format or "none", chosen)
+    stripped = "stripped" if settings.strips_billing_line else "kept"
+    log.info("Claude Code's billing line: %s (%s)", stripped, settings.strip_billing_line)
     card = ModelCard(
         name=settings.served_model,
         upstream_name=upstream_name,

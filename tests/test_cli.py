@@ -39,7 +39,7 @@ FLAGS: dict[str, tuple[str | None, str, object]] = {
     "--store-bytes": ("4096", "store_bytes", 4096),
     "--tool-format": ("none", "tool_format", None),
     "--no-reasoning": (None, "reasoning", False),
-    "--strip-billing-line": (None, "strip_billing_line", True),
+    "--strip-billing-line": ("on", "strip_billing_line", "on"),
     "--no-alignment-check": (None, "alignment_check", False),
     "--store": ("redis://r:6379/0", "store", "redis://r:6379/0"),
     "--store-ttl": ("9", "store_ttl", 9.0),

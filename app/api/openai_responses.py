@@ -85,7 +85,12 @@ class ResponsesApi(ClientApi):
 
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
         canonical, validated = _parsers(app)[1].translate(parsed.body, key, parsed.reused_messages)
-        chat = parse_chat_request(canonical, validated=validated, format_param=RESPONSES_FORMAT)
+        chat = parse_chat_request(
+            canonical,
+            validated=validated,
+            format_param=RESPONSES_FORMAT,
+            strip_billing_line=app.state.settings.strips_billing_line,
+        )
         return _Call(chat, response_echo(parsed.body))
 
 

@@ -2,9 +2,11 @@
 
 The mapping, block by block:
 
-* ``system`` (a string or text blocks) -> one leading system message; with
-  ``strip_billing_line`` a leading ``x-anthropic-billing-header: ...`` line of the first
-  block (Claude Code's, different on every call) is dropped.
+* ``system`` (a string or text blocks) -> one leading system message.  With
+  ``strip_billing_line`` every system message made here loses Claude Code's billing line as
+  vLLM's chat parsing would take it off this chat request (``billing_line``: a text block
+  starting with the header loses its first line, one left empty is dropped); vLLM's own
+  ``/v1/messages`` drops such blocks whole.
 * ``role: "system"`` messages inside ``messages`` (Claude Code's mid-conversation system
   turns; a string or text blocks) -> system messages where they stand, rendered as the
   template renders a system turn there (``SystemTurnError`` where it refuses one).
@@ -33,10 +35,10 @@ import orjson
 
 from app.errors import BadRequestError
 from app.memos import Memos
+from app.protocol.billing_line import strip_content, strip_messages
 from app.protocol.json_text import text_size
 from app.protocol.output_options import anthropic_fields
 
-BILLING_PREFIX = "x-anthropic-billing-header:"
 _MEDIA = frozenset({"image", "document", "search_result", "container_upload"})
 _SAMPLING = ("temperature", "top_p", "top_k")
 
@@ -136,7 +138,9 @@ def _translate(
         raise BadRequestError("messages: Input should be a valid list", param="messages")
     if not messages:
         raise BadRequestError("messages: at least one message is required", param="messages")
-    system = _system(body.get("system"), strip_billing_line)
+    system = _system(body.get("system"))
+    if strip_billing_line and system is not None:
+        system = strip_content(system)
     system_message: dict[str, Any] | None = None
     if system is not None:
         kept = previous.system if previous is not None else None
@@ -156,6 +160,8 @@ def _translate(
     for index in range(reused, len(messages)):
         message = messages[index]
         made = _message(index, message)
+        if strip_billing_line:
+            made = strip_messages(made)
         out += made
         size += text_size(message) + 256 * len(made)
         sources.append(message)
@@ -205,27 +211,15 @@ def _identical_prefix(messages: list[Any], sources: list[Any]) -> int:
     return same.index(False) if False in same else len(same)
 
 
-def _system(system: Any, strip_billing_line: bool) -> str | list[dict[str, Any]] | None:
+def _system(system: Any) -> str | list[dict[str, Any]] | None:
     if system is None or system == "" or system == []:
         return None
     if isinstance(system, str):
-        return _strip_billing(system) if strip_billing_line else system
+        return system
     if not isinstance(system, list):
         raise BadRequestError("system: must be a string or an array of text blocks", param="system")
     texts = [_text_of(block, f"system.{k}") for k, block in enumerate(system)]
-    if strip_billing_line and texts:
-        texts[0] = _strip_billing(texts[0])
-        if not texts[0]:
-            texts = texts[1:]
-    return [{"type": "text", "text": t} for t in texts] or None
-
-
-def _strip_billing(text: str) -> str:
-    """``text`` without a leading ``x-anthropic-billing-header: ...`` line."""
-    if not text.startswith(BILLING_PREFIX):
-        return text
-    end = text.find("\n")
-    return "" if end < 0 else text[end + 1 :]
+    return [{"type": "text", "text": t} for t in texts]
 
 
 def _text_of(block: Any, where: str) -> str:

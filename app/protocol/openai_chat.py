@@ -15,6 +15,7 @@ from typing import Any
 
 from app.errors import BadRequestError
 from app.generation import Sampling
+from app.protocol.billing_line import strip_messages
 from app.protocol.chat_fields import PASSED_THROUGH, checked_fields
 from app.protocol.output_options import logprobs_asked, output_format
 
@@ -41,12 +42,18 @@ class ChatRequest:
 
 
 def parse_chat_request(
-    body: Any, *, validated: int = 0, format_param: str = "response_format"
+    body: Any,
+    *,
+    validated: int = 0,
+    format_param: str = "response_format",
+    strip_billing_line: bool = False,
 ) -> ChatRequest:
     """Check a decoded chat completions body; raises ``BadRequestError`` naming the field.
     The first ``validated`` messages were checked before (the same objects, see
     ``incremental_json``).  ``format_param``: the client's field that the body's
-    ``response_format`` came from (a translated body's), named where a dialect refuses it."""
+    ``response_format`` came from (a translated body's), named where a dialect refuses it.
+    ``strip_billing_line``: the system messages lose Claude Code's billing line as vLLM's chat
+    parsing takes it off (``billing_line``); ``body`` is kept as sent."""
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
     ignored = checked_fields(body)
@@ -76,7 +83,7 @@ def parse_chat_request(
         )
     return ChatRequest(
         model=model,
-        messages=messages,
+        messages=strip_messages(messages) if strip_billing_line else messages,
         tools=tools or None,
         stream=stream,
         include_usage=bool(options.get("include_usage")),
