@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+import anyio.lowlevel
 import anyio.to_thread
 import httpx
 
@@ -362,6 +363,7 @@ class ChatService:
         async for payload, size in sse_events(response, self.client.max_line_bytes):
             if size < INLINE_BYTES:
                 chunks = answer.step(payload)
+                await anyio.lowlevel.checkpoint()  # events already read wait their turn
             else:
                 chunks = await anyio.to_thread.run_sync(answer.step, payload)
             for chunk in chunks:
