@@ -9,11 +9,9 @@ Both sides are compared as the template sees them (``prepare_message``, both for
 
 from __future__ import annotations
 
-import ast
 import copy
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -25,9 +23,9 @@ from app.protocol.openai_chat import parse_chat_request
 from app.protocol.responses_request import chat_body
 from app.rendering.messages import prepare_message
 from app.tools import assets as app_assets
-from tests.rendering.vllm_source import functions
+from tests.rendering import vllm_source
+from tests.rendering.vllm_source import Strip
 
-Strip = Callable[[list[Any]], list[Any]]
 Messages = list[dict[str, Any]]
 LINE = HEADER + ": cc_version=2.1.328.e3b; cc_entrypoint=cli; cch=4d2f1;"
 
@@ -39,44 +37,14 @@ def source(assets_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def vllm_strip(source: Path) -> Strip:
-    """vLLM's function, its header constant as the module defines it."""
-    (found,) = functions(
-        source,
-        ("_strip_claude_code_billing_header",),
-        _CLAUDE_CODE_BILLING_HEADER=_vllm_header(source),
-        cast=cast,
-        ChatCompletionContentPartParam=Any,
-    ).values()
-    return cast(Strip, found)
-
-
-def _vllm_header(source: Path) -> str:
-    (value,) = [
-        node.value.value
-        for node in ast.parse(source.read_text(encoding="utf-8")).body
-        if isinstance(node, ast.Assign)
-        and [getattr(t, "id", None) for t in node.targets] == ["_CLAUDE_CODE_BILLING_HEADER"]
-        and isinstance(node.value, ast.Constant)
-    ]
-    return cast(str, value)
+    return vllm_source.billing_strip(source)
 
 
 def test_the_header_is_vllm_s(source: Path) -> None:
-    assert _vllm_header(source) == HEADER
+    assert vllm_source.billing_header(source) == HEADER
 
 
-def vllm_messages(messages: Messages, strip: Strip) -> Messages:
-    """The contents as vLLM's ``parse_chat_message_content`` passes them on (before parsing
-    the parts): None as no part, a string as one text part, system messages stripped."""
-    out = []
-    for message in messages:
-        content = message.get("content")
-        parts = [] if content is None else content
-        parts = [{"type": "text", "text": parts}] if isinstance(parts, str) else parts
-        if message["role"] == "system":
-            parts = strip(copy.deepcopy(parts))
-        out.append({**message, "content": parts})
-    return out
+vllm_messages = vllm_source.billing_step
 
 
 def seen(messages: Messages) -> list[list[dict[str, Any]]]:

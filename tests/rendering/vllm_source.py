@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 def functions(path: Path, names: tuple[str, ...], **names_used: Any) -> dict[str, Any]:
@@ -51,3 +52,46 @@ def vllm_roles(hf_renderer: Path) -> Callable[[str, Messages], Messages]:
         return messages
 
     return roles
+
+
+Strip = Callable[[list[Any]], list[Any]]
+
+
+@functools.cache
+def billing_strip(chat_message: Path) -> Strip:
+    """vLLM's ``_strip_claude_code_billing_header`` (``vllm/renderers/chat_utils/chat_message.py``
+    at ``chat_message``), with the header constant as that module defines it."""
+    (found,) = functions(
+        chat_message,
+        ("_strip_claude_code_billing_header",),
+        _CLAUDE_CODE_BILLING_HEADER=billing_header(chat_message),
+        cast=cast,
+        ChatCompletionContentPartParam=Any,
+    ).values()
+    return cast(Strip, found)
+
+
+def billing_header(chat_message: Path) -> str:
+    """The module's ``_CLAUDE_CODE_BILLING_HEADER``."""
+    (value,) = [
+        node.value.value
+        for node in ast.parse(chat_message.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["_CLAUDE_CODE_BILLING_HEADER"]
+        and isinstance(node.value, ast.Constant)
+    ]
+    return cast(str, value)
+
+
+def billing_step(messages: Messages, strip: Strip) -> Messages:
+    """The contents as vLLM's ``parse_chat_message_content`` passes them on to its part
+    parsing: None as no part, a string as one text part, system messages through ``strip``."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        parts = [] if content is None else content
+        parts = [{"type": "text", "text": parts}] if isinstance(parts, str) else parts
+        if message["role"] == "system":
+            parts = strip(copy.deepcopy(parts))
+        out.append({**message, "content": parts})
+    return out
