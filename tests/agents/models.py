@@ -55,7 +55,10 @@ def hermes_call(name: str, arguments: Arguments) -> str:
 
 QWEN3 = Model("qwen3", "<|im_start|>user", hermes_call, serve=("--tool-format", "hermes"))
 
-_VLLM = ("--dialect", "vllm-completions")  # the tool format: auto, from the template
+# The tool format: auto, from the template.  The billing line kept (its ``auto`` strips it for
+# vLLM): Claude Code's continuation then repairs its edit (tests/agents/test_claude_code_vllm.py
+# runs the stripped default).
+_VLLM = ("--dialect", "vllm-completions", "--strip-billing-line", "off")
 
 
 def _closed_think(reasoning: str) -> str:
