@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     Py_ssize_t *at;
@@ -57,13 +58,27 @@ static Py_ssize_t skip_space(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
     return i;
 }
 
+/* Whether any of the 8 bytes at p is a quote or a backslash (SWAR: a zero byte of the
+ * bytes xor the character). */
+static int quote_or_backslash(const unsigned char *p) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b)) & highs ? 1 : 0;
+}
+
 /* Just past the closing quote of the string whose opening quote is s[i]; -1 if none. */
 static Py_ssize_t string_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
-    for (i++; i < n; i++) {
+    i++;
+    while (i < n) {
+        while (i + 8 <= n && !quote_or_backslash(s + i))
+            i += 8;
+        if (i >= n)
+            break;
         if (s[i] == '"')
             return i + 1;
-        if (s[i] == '\\')
-            i++;
+        i += s[i] == '\\' ? 2 : 1;
     }
     return -1;
 }
