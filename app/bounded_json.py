@@ -91,3 +91,18 @@ def _piece(frame: bytes, inner: bytes, kind: type) -> Any:
     if not isinstance(value, kind):
         raise _Whole
     return value
+
+
+def array_span(data: bytes, key: str) -> tuple[int, int] | None:
+    """Offsets of the ``[`` and ``]`` of the array under ``key`` in the JSON object ``data``
+    (one orjson accepts), found by the scan without the GIL; None when there is no such array,
+    or the object has the key more than once in any spelling (orjson reads the last of
+    duplicate keys).  A limit of 1 byte makes every member one of its own."""
+    found = parts(data, 0, len(data), 1) if parts is not None else None
+    if found is None or found[0] != 2:
+        return None
+    spans = [(v, b) for a, b, k, v in found[1] if loads(data[a:k]) == key]
+    if len(spans) != 1:
+        return None
+    value, end = spans[0]
+    return (value, end - 1) if data[value : value + 1] == b"[" else None

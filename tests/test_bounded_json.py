@@ -151,3 +151,38 @@ def _levels(value: Any) -> list[tuple[int, Any]]:
         levels.append((len(value), value[-1] if not isinstance(value[-1], list) else None))
         value = value[0]
     return [*levels, (0, value)]
+
+
+_KEYS = st.sampled_from([b'"messages"', b'"messag\\u0065s"', b'"input"', b'"a"', b'"m"'])
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=6), st.sampled_from([b"", b" ", b"\n  "]))
+def test_array_span_is_the_one_top_level_array(
+    members: list[tuple[bytes, Any]], space: bytes
+) -> None:
+    """The array under the key, found by the scan, where the key is at the top level once (in
+    any spelling); else None."""
+    try:
+        texts = [space + k + space + b":" + space + orjson.dumps(v) for k, v in members]
+    except TypeError:  # a lone surrogate
+        return
+    data = b"{" + b",".join(texts) + space + b"}"
+    pairs: list[list[tuple[str, Any]]] = []
+
+    def kept(found: list[tuple[str, Any]]) -> dict[str, Any]:
+        pairs.append(found)
+        return dict(found)
+
+    json.loads(data, object_pairs_hook=kept)
+    top = pairs[-1]  # the top-level object's, duplicates kept
+    for key in ("messages", "input"):
+        values = [v for k, v in top if k == key]
+        span = bounded_json.array_span(data, key)
+        if len(values) != 1 or not isinstance(values[0], list):
+            assert span is None
+            continue
+        assert span is not None
+        start, close = span
+        assert data[start : start + 1] == b"[" and data[close : close + 1] == b"]"
+        assert orjson.loads(data[start : close + 1]) == orjson.loads(data)[key]

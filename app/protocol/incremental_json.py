@@ -15,7 +15,8 @@ the new body (at the same offset, or near it after an edit before it) and then:
   stood where we cut (a cut inside a string or another value cannot yield it).
 
 Anything else (an edited message, pretty-printed JSON that moved) parses the whole body.  The
-array's position in a fully parsed body is found once by a vectorised scan of its structure.
+array's position in a fully parsed body is found once by a scan of its structure (C, without
+the GIL: ``bounded_json.array_span``).
 
 Reused items count as validated (``ParsedBody.reused_messages``, which lets the caller skip
 checking them) only once the body they came from passed validation (``ParsedBody.valid``):
@@ -30,8 +31,6 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 
 from app import bounded_json
@@ -212,53 +211,4 @@ def array_span(data: bytes, array: str = "messages") -> tuple[int, int] | None:
     None when there is no such array or the object has the key more than once (in any
     spelling: orjson reads the last of duplicate keys, and a memo of another would extend
     an array the reader of the body never saw)."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    quotes = _unescaped_quotes(raw)
-    brackets = np.flatnonzero(np.isin(raw, np.frombuffer(b"{}[]", np.uint8)))
-    outside = np.searchsorted(quotes, brackets) % 2 == 0
-    brackets = brackets[outside]
-    if not len(brackets) or len(quotes) % 2:
-        return None
-    opening = np.isin(raw[brackets], np.frombuffer(b"{[", np.uint8))
-    depth_after = np.cumsum(np.where(opening, 1, -1))
-    starts = quotes[0::2]
-    before = np.searchsorted(brackets, starts)
-    depth = np.where(before > 0, depth_after[np.maximum(before - 1, 0)], 0)
-    keys = [  # (the key's offset, its colon's) of each top-level key spelling ``array``
-        (int(start), colon)
-        for start, end in zip(starts[depth == 1], quotes[1::2][depth == 1], strict=True)
-        if data[(colon := _skip_blank(data, int(end) + 1)) : colon + 1] == b":"
-        and orjson.loads(data[start : end + 1]) == array
-    ]
-    if len(keys) != 1:
-        return None
-    start, colon = keys[0]
-    at = int(np.searchsorted(brackets, start))
-    value = _skip_blank(data, colon + 1)
-    if value >= len(data) or data[value] != ord("[") or at >= len(brackets):
-        return None
-    if brackets[at] != value:
-        return None
-    closes = np.flatnonzero(depth_after[at:] == 1)
-    return (value, int(brackets[at + int(closes[0])])) if len(closes) else None
-
-
-def _skip_blank(data: bytes, index: int) -> int:
-    """The offset of the first byte at or after ``index`` that is not JSON whitespace."""
-    while data[index : index + 1] in (b" ", b"\t", b"\n", b"\r") and index < len(data):
-        index += 1
-    return index
-
-
-def _unescaped_quotes(raw: npt.NDArray[np.uint8]) -> npt.NDArray[np.intp]:
-    """Positions of ``"`` not escaped by an odd run of backslashes."""
-    quotes = np.flatnonzero(raw == ord('"'))
-    backslash = raw == ord("\\")
-    if not backslash.any():
-        return quotes
-    index = np.arange(len(raw))
-    last_other = np.maximum.accumulate(np.where(backslash, -1, index))
-    before = quotes - 1
-    run = np.where(before >= 0, before - last_other[np.maximum(before, 0)], 0)
-    kept: npt.NDArray[np.intp] = quotes[run % 2 == 0]
-    return kept
+    return bounded_json.array_span(data, array)
