@@ -4,6 +4,9 @@
     python loadtest/event_loop_gaps.py [--tokenizer .assets/smollm2]
 
 ``idle`` (no request) is the baseline: what the machine's own load alone makes a poll wait.
+``--against DIR`` (a checkout of another commit, its C extensions built) runs each request
+against that checkout's proxy too, interleaved with this one's, ``--rounds`` times: the two
+columns then share the machine's load.
 The requests (issue 37, item 3), each against a proxy of its own started as a separate
 process (``toksplice serve``) in front of the stand-in upstream served here:
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import socket
 import subprocess
@@ -199,17 +203,22 @@ def serving(app: Starlette) -> Iterator[str]:
         thread.join(timeout=15)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 @contextlib.contextmanager
-def proxy_process(upstream: str, tokenizer: Path, options: dict[str, str]) -> Iterator[str]:
-    """``toksplice serve`` in a process of its own; yields its URL once it answers."""
+def proxy_process(
+    upstream: str, tokenizer: Path, options: dict[str, str], root: Path = ROOT
+) -> Iterator[str]:
+    """``toksplice serve`` of the checkout at ``root`` in a process of its own; yields its URL
+    once it answers."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
     command = [sys.executable, "-m", "app", "serve", f"--upstream={upstream}",
-               f"--tokenizer={tokenizer}", f"--model={MODEL}", f"--port={port}",
+               f"--tokenizer={tokenizer.resolve()}", f"--model={MODEL}", f"--port={port}",
                "--no-alignment-check", "--shadow-rate=0", *flags]  # fmt: skip
-    root = Path(__file__).resolve().parents[1]
     process = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     url = f"http://127.0.0.1:{port}"
     try:
@@ -231,25 +240,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, default=Path(".assets/smollm2"))
     parser.add_argument("--only", choices=sorted(SCENARIOS), action="append")
+    parser.add_argument("--against", type=Path, help="another checkout, run interleaved")
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    roots = [("", ROOT)] if args.against is None else [("this", ROOT), ("other", args.against)]
     with serving(upstream_app(answer_ids(args.tokenizer))) as upstream:
         for name, (options, run) in SCENARIOS.items():
             if args.only and name not in args.only:
                 continue
-            with (
-                proxy_process(upstream, args.tokenizer, options) as url,
-                httpx.Client(base_url=url, timeout=600) as http,
-                LoopWatch(url) as watch,
-            ):
-                started = time.perf_counter()
-                run(http)
-                took = time.perf_counter() - started
-            print(
-                f"{name:22s} request {took:6.2f} s   worst /health/live wait "
-                f"{watch.worst_s * 1000:7.1f} ms over {watch.polls} polls   "
-                f"load average {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+            for _, (label, root) in itertools.product(range(args.rounds), roots):
+                with (
+                    proxy_process(upstream, args.tokenizer, options, root) as url,
+                    httpx.Client(base_url=url, timeout=600) as http,
+                    LoopWatch(url) as watch,
+                ):
+                    started = time.perf_counter()
+                    run(http)
+                    took = time.perf_counter() - started
+                print(
+                    f"{name:22s} {label:5s} request {took:6.2f} s   worst /health/live wait "
+                    f"{watch.worst_s * 1000:7.1f} ms over {watch.polls} polls   "
+                    f"load average {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
