@@ -184,6 +184,10 @@ class _Subcommand(Generic[_T]):
         self.parser.exit(2, f"{self.parser.prog}: error: {reasons}\n")
 
 
+_BARE_SWITCHES = {"--strip-billing-line": "on"}
+"""Flags that were switches before they took a value: given bare, they mean this value."""
+
+
 class _Command:
     """The parser of every subcommand."""
 
@@ -194,6 +198,9 @@ class _Command:
         commands = self.parser.add_subparsers(dest="command", required=True)
         summary = "run the proxy in front of an OpenAI-compatible server"
         self.serve = _Subcommand(commands, "serve", Settings, summary)
+        for flag, value in _BARE_SWITCHES.items():  # a switch of earlier releases, still bare
+            action = self.serve.parser._option_string_actions[flag]
+            action.nargs, action.const = "?", value
         self.tools = {
             name: _Subcommand(commands, name, model, summary)
             for name, (model, summary) in TOOLS.items()

@@ -201,11 +201,12 @@ class Settings(BaseSettings):
     def timeouts(self) -> Timeouts:
         return Timeouts(read=self.read_timeout)
 
-    @property
-    def strips_billing_line(self) -> bool:
-        """``strip_billing_line`` resolved: ``auto`` is on for the vLLM dialects."""
+    def strips_billing_line(self, tool_format: str | None) -> bool:
+        """``strip_billing_line`` resolved: ``auto`` is on where vLLM's chat parsing takes the
+        line off, its own dialects, but for a harmony model (gpt-oss), which vLLM renders with
+        openai-harmony, keeping the line."""
         if self.strip_billing_line == "auto":
-            return self.dialect.startswith("vllm-")
+            return self.dialect.startswith("vllm-") and tool_format != "harmony"
         return self.strip_billing_line == "on"
 
     @property

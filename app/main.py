@@ -143,7 +143,8 @@ async def _build_service(
     sources = dict.fromkeys((template.source(tools=False), template.source(tools=True)))
     tool_format, chosen = resolve_tool_format(settings.tool_format, sources)
     log.info("tool format: %s (%s)", tool_format or "none", chosen)
-    stripped = "stripped" if settings.strips_billing_line else "kept"
+    strips_billing_line = settings.strips_billing_line(tool_format)
+    stripped = "stripped" if strips_billing_line else "kept"
     log.info("Claude Code's billing line: %s (%s)", stripped, settings.strip_billing_line)
     card = ModelCard(
         name=settings.served_model,
@@ -151,6 +152,7 @@ async def _build_service(
         template=template,
         tool_format=tool_format,
         reasoning=settings.reasoning,
+        strips_billing_line=strips_billing_line,
     )
     log.info(
         "serving %r via %s at %s (tokenizer family %s)",

@@ -39,7 +39,7 @@ FLAGS: dict[str, tuple[str | None, str, object]] = {
     "--store-bytes": ("4096", "store_bytes", 4096),
     "--tool-format": ("none", "tool_format", None),
     "--no-reasoning": (None, "reasoning", False),
-    "--strip-billing-line": ("on", "strip_billing_line", "on"),
+    "--strip-billing-line": (None, "strip_billing_line", "on"),
     "--no-alignment-check": (None, "alignment_check", False),
     "--store": ("redis://r:6379/0", "store", "redis://r:6379/0"),
     "--store-ttl": ("9", "store_ttl", 9.0),
@@ -330,3 +330,16 @@ def test_ctrl_c_stops_without_a_traceback(command: str, smollm2_dir: Path) -> No
                 proc.kill()
     assert proc.returncode == 0
     assert b"Traceback" not in err and b"Shutting down" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["--strip-billing-line", "--dialect", "sglang"], "on"),
+        (["--strip-billing-line", "off"], "off"),
+        (["--strip-billing-line", "auto"], "auto"),
+        ([], "auto"),
+    ],
+)
+def test_a_former_switch_still_works_bare(argv: list[str], want: str) -> None:
+    assert serve_settings(argv).strip_billing_line == want

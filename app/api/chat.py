@@ -47,7 +47,7 @@ class ChatApi(ClientApi):
     paths = ("/v1/chat/completions",)
 
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
-        strip = app.state.settings.strips_billing_line
+        strip = app.state.chat.card.strips_billing_line
         chat = parse_chat_request(
             parsed.body, validated=parsed.reused_messages, strip_billing_line=strip
         )

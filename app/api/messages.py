@@ -78,7 +78,7 @@ class MessagesApi(ClientApi):
         return parser
 
     def call(self, app: FastAPI, parsed: ParsedBody, key: str) -> _Call:
-        strip = app.state.settings.strips_billing_line
+        strip = app.state.chat.card.strips_billing_line
         translated = translator(app).translate(parsed.body, key, strip_billing_line=strip)
         chat = parse_chat_request(
             translated.body,
@@ -100,7 +100,7 @@ async def count_tokens(request: Request) -> Response:
     settings = request.app.state.settings
     parsed = await json_body(request, settings.max_body_bytes, timings)
     translated = to_chat_body(
-        parsed.body, strip_billing_line=settings.strips_billing_line, counting=True
+        parsed.body, strip_billing_line=service.card.strips_billing_line, counting=True
     )
     chat = parse_chat_request(translated.body)
     caller = caller_of(request.headers, parsed.body)

@@ -83,7 +83,7 @@ async def health(request: Request) -> Response:
         "context_tokens": service.card.context_tokens,
         "tokenizer": service.tokenizer.spec.family,
         "tool_format": service.card.tool_format,
-        "strip_billing_line": request.app.state.settings.strips_billing_line,
+        "strip_billing_line": service.card.strips_billing_line,
         "reasoning": service.reasoning_style(),
     }
     return json_response(body, 200 if ready else 503)

@@ -89,7 +89,7 @@ class ResponsesApi(ClientApi):
             canonical,
             validated=validated,
             format_param=RESPONSES_FORMAT,
-            strip_billing_line=app.state.settings.strips_billing_line,
+            strip_billing_line=app.state.chat.card.strips_billing_line,
         )
         return _Call(chat, response_echo(parsed.body))
 

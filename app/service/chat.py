@@ -97,6 +97,8 @@ class ModelCard:
     template: ChatTemplate
     tool_format: ToolFormat | None
     reasoning: bool
+    strips_billing_line: bool = False
+    """System turns lose Claude Code's billing line (``Settings.strips_billing_line``)."""
     send_text: bool = False
     """True when the startup alignment check failed: the rendered text goes upstream."""
     context_tokens: int | None = None

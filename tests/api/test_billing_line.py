@@ -1,8 +1,9 @@
 """``--strip-billing-line`` through the proxy: ``auto`` resolved by the dialect (vLLM's
-servers drop Claude Code's billing line, the others keep it), the resolved value in
-``/health``, and nothing a session remembers changing the ids: a Claude Code session whose
-billing line changes every call sends, call by call, what a fresh process sends (Anthropic
-and chat APIs, strip on and off); on, the line is gone and every continuation an append."""
+servers drop Claude Code's billing line, the others keep it, and vLLM keeps it for gpt-oss,
+which it renders with openai-harmony), the resolved value in ``/health``, and nothing a session
+remembers changing the ids: a Claude Code session whose billing line changes every call sends,
+call by call, what a fresh process sends (Anthropic and chat APIs, strip on and off); on, the
+line is gone and every continuation an append."""
 
 from __future__ import annotations
 
@@ -25,24 +26,23 @@ def qwen3_dir(assets: dict[str, Path]) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("dialect", "strip", "stripped"),
+    ("dialect", "strip", "tool_format", "stripped"),
     [
-        ("llamacpp", "auto", False),
-        ("sglang", "auto", False),
-        ("vllm-completions", "auto", True),
-        ("vllm-generate", "auto", True),
-        ("vllm-completions", "off", False),
-        ("llamacpp", "on", True),
+        ("llamacpp", "auto", "hermes", False),
+        ("sglang", "auto", "hermes", False),
+        ("vllm-completions", "auto", "hermes", True),
+        ("vllm-generate", "auto", "hermes", True),
+        ("vllm-completions", "auto", "harmony", False),  # vLLM renders gpt-oss with harmony
+        ("vllm-completions", "off", "hermes", False),
+        ("llamacpp", "on", "hermes", True),
     ],
 )
 def test_health_shows_the_resolved_setting(
-    qwen3_dir: Path, dialect: str, strip: str, stripped: bool
+    qwen3_dir: Path, dialect: str, strip: str, tool_format: str, stripped: bool
 ) -> None:
     stub = StubUpstream()
-    with (
-        stub.serve() as upstream,
-        proxy(upstream, qwen3_dir, dialect=dialect, strip_billing_line=strip) as http,
-    ):
+    settings = {"dialect": dialect, "strip_billing_line": strip, "tool_format": tool_format}
+    with stub.serve() as upstream, proxy(upstream, qwen3_dir, **settings) as http:
         assert http.get("/health").json()["strip_billing_line"] is stripped
 
 
