@@ -32,6 +32,7 @@ from app.sessions.registry import SessionRegistry
 from app.sessions.store_entry import fingerprint
 from app.sessions.typed_specials import TypedSpecials
 from app.telemetry import Telemetry
+from app.tokenization import reference_process
 from app.upstream import dialect_named
 from app.upstream.client import UpstreamClient
 from app.upstream.learned import Learned
@@ -76,6 +77,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 await service.readiness.aclose()
             await client.aclose()
             telemetry.close()
+            await anyio.to_thread.run_sync(reference_process.close_all)
             if isinstance(store, RedisStore):
                 await anyio.to_thread.run_sync(store.close)
             sys.setswitchinterval(switch)

@@ -19,6 +19,11 @@ from tokenizers import Encoding, Tokenizer
 
 from app.byte_level import bytes_to_unicode
 from app.errors import TokenizerSpecError
+from app.tokenization.reference_process import (
+    PROCESS_CHARS,
+    ReferenceProcess,
+    ReferenceProcessLost,
+)
 from app.tokenizer_spec import NormalForm, normalizer_kind
 
 IdArray = npt.NDArray[np.int32]
@@ -47,12 +52,18 @@ class ReferenceEncoder:
     normalizer leaves it unchanged and the tokens' bytes add up to the text's (a stage that
     drops or absorbs characters would leave them short).  Otherwise from HF's offsets, which
     put a token that ends inside a character at that character's end: either way exactly the
-    tokens that end at a character boundary say so, and cuts are only ever made there."""
+    tokens that end at a character boundary say so, and cuts are only ever made there.
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    A text of at least ``process_chars`` characters is encoded by the same code in a child
+    process (``reference_process``), in-thread when that child dies; None: always in-thread."""
+
+    def __init__(self, tokenizer: Tokenizer, *, process_chars: int | None = PROCESS_CHARS) -> None:
         self.tokenizer = tokenizer
         self.frame = special_frame(tokenizer)
-        self._byte_lengths, self._normal_form = _byte_level_lengths(tokenizer)
+        serialized = tokenizer.to_str()
+        self._byte_lengths, self._normal_form = _byte_level_lengths(tokenizer, serialized)
+        self._process_chars = process_chars
+        self._process = ReferenceProcess(serialized) if process_chars is not None else None
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReferenceEncoder:
@@ -73,7 +84,25 @@ class ReferenceEncoder:
 
     def encode_many(self, texts: Sequence[str]) -> list[tuple[IdArray, OffsetArray]]:
         """``encode`` of each text, the batch encoded by the engine on its thread pool (Rayon:
-        one thread per core, ``RAYON_NUM_THREADS`` to change), so the texts run in parallel."""
+        one thread per core, ``RAYON_NUM_THREADS`` to change), so the texts run in parallel;
+        the long ones in the child process."""
+        limit = self._process_chars
+        far = [i for i, t in enumerate(texts) if limit is not None and len(t) >= limit]
+        if self._process is None or not far:
+            return self._encode_here(texts)
+        found = dict(zip(far, self._far([texts[i] for i in far]), strict=True))
+        near = [i for i in range(len(texts)) if i not in found]
+        found.update(zip(near, self._encode_here([texts[i] for i in near]), strict=True))
+        return [found[i] for i in range(len(texts))]
+
+    def _far(self, texts: list[str]) -> list[tuple[IdArray, OffsetArray]]:
+        assert self._process is not None
+        try:
+            return self._process.encode_many(texts)
+        except ReferenceProcessLost:  # the contract first: encode them here instead
+            return self._encode_here(texts)
+
+    def _encode_here(self, texts: Sequence[str]) -> list[tuple[IdArray, OffsetArray]]:
         found: list[tuple[IdArray, OffsetArray] | None] = [None] * len(texts)
         form = self._normal_form
         if self._byte_lengths is not None:
@@ -152,10 +181,12 @@ def char_to_byte_offsets(text: str) -> OffsetArray:
     return table
 
 
-def _byte_level_lengths(tokenizer: Tokenizer) -> tuple[IdArray | None, NormalForm | None]:
+def _byte_level_lengths(
+    tokenizer: Tokenizer, serialized: str
+) -> tuple[IdArray | None, NormalForm | None]:
     """(UTF-8 length of every token id, the normal form the normalizer applies) for a
-    byte-level BPE tokenizer; (None, None) for any other kind."""
-    data = json.loads(tokenizer.to_str())
+    byte-level BPE tokenizer (``serialized``: its JSON); (None, None) for any other kind."""
+    data = json.loads(serialized)
     form, problem = normalizer_kind(data.get("normalizer"))
     model, decoder = data.get("model") or {}, data.get("decoder") or {}
     if (
