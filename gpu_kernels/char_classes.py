@@ -3,7 +3,7 @@
 The split patterns only ever ask three questions of a character (``\\p{L}``, ``\\p{N}``, ``\\s``)
 plus, for contractions, which of ``s t r e v m l d`` it equals case-insensitively, and (o200k,
 DeepSeek-V3) which group of general categories it is in: ``\\p{Lu}\\p{Lt}``, ``\\p{Ll}``,
-``\\p{Lm}\\p{Lo}``, ``\\p{M}``, ``\\p{P}\\p{S}``.
+``\\p{Lm}\\p{Lo}``, ``\\p{M}``, ``\\p{P}\\p{S}``, and (Kimi K2) whether it is ``\\p{Han}``.
 Python's ``unicodedata`` and ``regex`` disagree with the engine on thousands of code points
 (docs/design.md#character-classes-come-from-the-engine), so the answers come from the engine
 itself: the ``tokenizers`` version pinned in pyproject.toml, whose ``Split`` runs the same
@@ -89,6 +89,8 @@ class ClassTable:
         self.classes[SENTINEL_POINT] = SENT
         self.numeric = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         """1 where the ``Digits`` pre-tokenizer isolates the code point (SmolLM2's first step)."""
+        self.han = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
+        """1 where ``\\p{Han}`` matches (Kimi K2's first alternative; its letters exclude it)."""
         self.nfc = np.zeros(_CODE_POINTS + 1, dtype=np.uint8)
         """NFC_BOUNDARY, NFC_SUSPECT or NFC_UNKNOWN per code point (``payload``'s NFC check)."""
         self._probed = np.zeros(BLOCKS, dtype=bool)
@@ -152,10 +154,15 @@ class ClassTable:
             (kinds >= MARK) & (classes < AP)
         ):
             raise RuntimeError(f"block {block:#x}: kinds disagree with \\p{{L}}, \\p{{N}} or \\s")
+        han = engine_matches(r"\p{Han}", probe)
+        if np.any(han & np.isin(kinds, (UPPER, LOWER))):
+            # The native scanner asks about Han only for the uncased letters and marks.
+            raise RuntimeError(f"block {block:#x}: a \\p{{Han}} character is cased")
         self.classes[points] = classes
         self.folds[points] = folds
         self.kinds[points] = kinds
         self.numeric[points] = _digits_isolate(probe)
+        self.han[points] = han
         self.nfc[points] = [_nfc_code(c) for c in probe]
         self._probed[block] = True
         self.version += 1

@@ -149,6 +149,13 @@ TRAPS = [
     "\u2581\u2581",
     "> </",
     "\t\t",
+    # Kimi K2's Han runs against letters, apostrophes and Han that is no letter there.
+    "北京's",
+    "中A'LL",
+    "々〇",
+    "\u2e80",
+    "\U00016ff0",
+    "<|im_user|>",
 ]
 
 fragments = st.one_of(

@@ -6,8 +6,9 @@ and added tokens on a vocabulary built for the test, recognised, cut and repaire
   the ``cl100k`` family.
 - Kimi: o200k's ranks converted as our tiktoken files are, with Kimi's split pattern
   (``tokenizer_spec.KIMI_PATTERN``) and the special tokens its template writes: the ``kimi``
-  family.  Its vocabulary differs from o200k's, but the cut rules read only the split and the
-  added tokens; the vocabulary only decides how a piece merges, never where pieces end.
+  family.  Its vocabulary differs from o200k's, but the cut rules and the native scanner read
+  only the split and the added tokens; the vocabulary only decides how a piece merges, never
+  where pieces end.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from app.tokenization.reference import ReferenceEncoder
 from app.tokenizer_spec import KIMI_PATTERN, load_spec
 from app.tools.assets import O200K_FILE
 from app.tools.converters import tiktoken_to_tokenizer_json
-from gpu_kernels import UnsupportedTokenizer
 from loadtest.agent_sessions import MARKUPS, session_calls
 from tests.adversarial import fragments, grown_texts
 from tests.tokenization.test_boundaries import check_all_cuts
@@ -60,6 +60,13 @@ def texts_of(name: str) -> st.SearchStrategy[str]:
     return st.lists(pieces, max_size=40).map("".join)
 
 
+def build_kimi(assets: dict[str, Path], path: Path) -> Path:
+    """Kimi K2's tokenizer.json as this module builds it (o200k's ranks), written to ``path``."""
+    ranks = assets["o200k"].parents[1] / "tiktoken" / O200K_FILE
+    specials = {text: 200_000 + i for i, text in enumerate(KIMI_SPECIALS)}
+    return tiktoken_to_tokenizer_json(ranks, path, pattern=KIMI_PATTERN, special_tokens=specials)
+
+
 @pytest.fixture(scope="module")
 def built(
     assets: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
@@ -71,11 +78,7 @@ def built(
     def build(name: str) -> Path:
         path = folder / f"{name}.json"
         if name == "kimi":
-            ranks = assets["o200k"].parents[1] / "tiktoken" / O200K_FILE
-            specials = {text: 200_000 + i for i, text in enumerate(KIMI_SPECIALS)}
-            return tiktoken_to_tokenizer_json(
-                ranks, path, pattern=KIMI_PATTERN, special_tokens=specials
-            )
+            return build_kimi(assets, path)
         data = json.loads(assets["llama3"].read_text(encoding="utf-8"))
         first = len(data["model"]["vocab"])
         flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
@@ -139,24 +142,29 @@ def test_grown_sessions_and_agent_sessions_match_reference(
     assert tok.explain()["counters"].get("route:append", 0) > 50
 
 
-def test_glm_is_encoded_natively(built: Callable[[str], Path]) -> None:
-    tok = Tokenizer.from_file(str(built("glm")))
+han_mixed = st.lists(
+    st.one_of(
+        st.text(alphabet="中文北京々〇\u2e80\U00016ff0\U00016fe3", min_size=1, max_size=6),
+        st.text(alphabet="aZǅʰ\u0301'sStTlLdD1 \n/!", min_size=1, max_size=6),
+        st.sampled_from(KIMI_SPECIALS),
+    ),
+    max_size=30,
+).map("".join)
+"""Han runs against Latin letters, marks and apostrophes: Han letters (``々``, ``〇``, a
+numeral), Han symbols and marks (``⺀``, U+16FF0) that are no letters of the word alternatives."""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_native_encoder_is_exact(name: str, built: Callable[[str], Path]) -> None:
+    tok = Tokenizer.from_file(str(built(name)))
     encoder = NativeEncoder(ReferenceEncoder(tok))
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(texts_of("glm"))
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.one_of(texts_of(name), han_mixed))
     def run(text: str) -> None:
         got = encoder.encode(text)
         assert got is not None and got[0].tolist() == _ids(tok, text), text
 
     run()
-
-
-def test_kimi_is_not_encoded_natively(built: Callable[[str], Path]) -> None:
-    """Its ``\\p{Han}`` runs need a class the native scanners do not have: the reference
-    encodes (repair still applies), and ``explain`` says why."""
-    with pytest.raises(UnsupportedTokenizer):
-        NativeEncoder(ReferenceEncoder(Tokenizer.from_file(str(built("kimi")))))
-    info = SessionTokenizer.from_file(built("kimi")).explain()
-    assert info["proven"] and "'kimi' is not covered" in info["native_off"]
-    assert SessionTokenizer.from_file(built("glm")).explain()["native_off"] is None
+    info = SessionTokenizer.from_file(built(name)).explain()
+    assert info["proven"] and info["native_off"] is None

@@ -2,7 +2,8 @@
 (``-m slow``; ``TOKSPLICE_NATIVE_CAMPAIGN`` strings instead), every one against the reference.
 
 The strings come from ``tests.adversarial_strings`` (``random``: a million hypothesis
-examples would take hours).
+examples would take hours).  Kimi K2's vocabulary is not offline: its split and special tokens
+on o200k's ranks (``test_built_vocabularies``) stand in.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
@@ -17,15 +19,21 @@ from tokenizers import Tokenizer
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.reference import ReferenceEncoder
 from tests.adversarial_strings import adversarial_strings
+from tests.tokenization.test_built_vocabularies import build_kimi
 from tests.tokenization.test_native import NATIVE_FAMILIES
 
 _BATCH = 20_000
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NATIVE_FAMILIES)
-def test_a_million_strings(name: str, reference: Callable[[str], Tokenizer]) -> None:
-    tokenizer = reference(name)
+@pytest.mark.parametrize("name", [*NATIVE_FAMILIES, "kimi"])
+def test_a_million_strings(
+    name: str, reference: Callable[[str], Tokenizer], assets: dict[str, Path], tmp_path: Path
+) -> None:
+    if name == "kimi":
+        tokenizer = Tokenizer.from_file(str(build_kimi(assets, tmp_path / "kimi.json")))
+    else:
+        tokenizer = reference(name)
     encoder = NativeEncoder(ReferenceEncoder(tokenizer))
     total = int(os.environ.get("TOKSPLICE_NATIVE_CAMPAIGN", "1000000"))
     checked = declined = 0

@@ -1,6 +1,6 @@
 /* The native encoder's hot loop: decode UTF-8, look classes up, scan pieces, merge each.
  *
- * Encoder(family, classes, folds, kinds, nfc, probed, numeric, byte_ids, pair_keys,
+ * Encoder(family, classes, folds, kinds, nfc, probed, numeric, han, byte_ids, pair_keys,
  *         pair_ranks, pair_merged, width, ignore_merges, word_bytes, word_at, word_ids, dropped,
  *         lengths[, char_ids])
  * holds the class tables (gpu_kernels.char_classes.ClassTable: probed lazily in Python, read
@@ -26,7 +26,7 @@
 
 #include "native.h"
 
-enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, T_NUMERIC, N_TABLES };
+enum { T_CLASSES, T_FOLDS, T_KINDS, T_NFC, T_PROBED, T_NUMERIC, T_HAN, N_TABLES };
 
 typedef struct {
     PyObject_HEAD
@@ -151,8 +151,8 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     Py_buffer dropped;
     int ignore;
     long long width;
-    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOLpOOOy*O|O", &e->family, &t[0], &t[1], &t[2], &t[3],
-                          &t[4], &t[5], &byte_ids, &keys, &ranks, &merged, &width, &ignore,
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOOLpOOOy*O|O", &e->family, &t[0], &t[1], &t[2], &t[3],
+                          &t[4], &t[5], &t[6], &byte_ids, &keys, &ranks, &merged, &width, &ignore,
                           &wbytes, &wat, &wids, &dropped, &lengths, &chars))
         return -1;
     encoder_clear(e);
@@ -343,7 +343,7 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, 
     size_t n = decoded(e->tables[T_CLASSES].buf, data, a, b, w, &at);
     memset(w->cls + n, 255, RUN_PAD); /* no class */
     Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
-                 e->tables[T_NUMERIC].buf, n};
+                 e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;
     return bpe_pieces(&e->model, data + a, total - a, at, w->starts, pieces,

@@ -38,7 +38,7 @@ from gpu_kernels.plan import EncoderPlan
 
 FAMILIES = (
     "cl100k", "qwen2", "gpt2", "o200k", "deepseek_v3", "gpt2_digits", "tekken", "qwen35",
-    "spaces_replaced",
+    "spaces_replaced", "kimi",
 )  # fmt: skip
 """The scanners of ``scan.c``, in the order of its family codes."""
 
@@ -116,6 +116,7 @@ class NativeEncoder:
         self._core = Encoder(
             FAMILIES.index(self.plan.family),
             table.classes, table.folds, table.kinds, table.nfc, table.probed, table.numeric,
+            table.han,
             merges.byte_ids, merges.pair_keys, merges.pair_ranks, merges.pair_merged,
             int(merges.width), merges.ignore_merges,
             b"".join(words), np.concatenate(([0], np.cumsum(lengths))),

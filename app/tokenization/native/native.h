@@ -12,12 +12,12 @@ enum { F_NONE, F_S, F_T, F_R, F_E, F_V, F_M, F_L, F_D };
 /* Pre-tokenizer families, in the order of encoder.FAMILIES. */
 enum {
     FAM_CL100K, FAM_QWEN2, FAM_GPT2, FAM_O200K, FAM_DEEPSEEK_V3, FAM_GPT2_DIGITS, FAM_TEKKEN,
-    FAM_QWEN35, FAM_SPACES_REPLACED, N_FAMILIES
+    FAM_QWEN35, FAM_SPACES_REPLACED, FAM_KIMI, N_FAMILIES
 };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
  * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 16 at a time); folds,
- * kinds and numeric are looked up through the tables. */
+ * kinds, numeric and han are looked up through the tables. */
 #define RUN_PAD 16
 typedef struct {
     const uint32_t *cp;
@@ -25,6 +25,7 @@ typedef struct {
     const uint8_t *folds;   /* per code point */
     const uint8_t *kinds;   /* per code point */
     const uint8_t *numeric; /* per code point: the Digits pre-tokenizer isolates it */
+    const uint8_t *han;     /* per code point: \p{Han} (Kimi's first alternative) */
     size_t n;
 } Stretch;
 

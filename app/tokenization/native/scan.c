@@ -12,7 +12,6 @@
 
 #define CLS(i) ((i) < s->n ? s->cls[i] : 255)
 #define CP(i) ((i) < s->n ? s->cp[i] : 0x110000u)
-#define KIND(i) ((i) < s->n ? s->kinds[s->cp[i]] : K_NONE)
 #define FOLD(i) ((i) < s->n ? s->folds[s->cp[i]] : F_NONE)
 
 static inline int is_space(uint8_t c) { return c <= C_WS; }
@@ -95,41 +94,54 @@ static size_t gpt2_match(const Stretch *s, size_t i) {
     return whitespace(s, i, s->n, 0);
 }
 
-/* o200k's letter classes: U = Lu Lt Lm Lo M, W = Ll Lm Lo M. */
-static inline int is_upper(uint8_t k) { return k == K_UPPER || k == K_OTHER_LETTER || k == K_MARK; }
-static inline int is_lower(uint8_t k) { return k == K_LOWER || k == K_OTHER_LETTER || k == K_MARK; }
+/* o200k's letter classes at u (< n): U = Lu Lt Lm Lo M, W = Ll Lm Lo M; Kimi's (no_han)
+ * without \p{Han}, looked up for Lm Lo M alone (char_classes checks no Han character is
+ * cased). */
+static inline int uncased_letter(const Stretch *s, size_t u, uint8_t k, int no_han) {
+    return (k == K_OTHER_LETTER || k == K_MARK) && !(no_han && s->han[s->cp[u]]);
+}
+static inline int is_upper(const Stretch *s, size_t u, int no_han) {
+    uint8_t k = s->kinds[s->cp[u]];
+    return k == K_UPPER || uncased_letter(s, u, k, no_han);
+}
+static inline int is_lower(const Stretch *s, size_t u, int no_han) {
+    uint8_t k = s->kinds[s->cp[u]];
+    return k == K_LOWER || uncased_letter(s, u, k, no_han);
+}
 
 /* [U]*[W]+ at i: its end, or 0 when it does not match. */
-static size_t o200k_lower_word(const Stretch *s, size_t i) {
+static inline size_t o200k_lower_word(const Stretch *s, size_t i, int no_han) {
     size_t u = i;
-    while (u < s->n && is_upper(KIND(u))) u++;
-    if (u < s->n && is_lower(KIND(u))) {
-        while (u < s->n && is_lower(KIND(u))) u++;
+    while (u < s->n && is_upper(s, u, no_han)) u++;
+    if (u < s->n && is_lower(s, u, no_han)) {
+        while (u < s->n && is_lower(s, u, no_han)) u++;
         return u;
     }
     for (size_t k = u; k > i; k--) /* [U]* backs off to its last character that is W */
-        if (is_lower(KIND(k - 1))) return k;
+        if (is_lower(s, k - 1, no_han)) return k;
     return 0;
 }
 
 /* [U]+[W]* at i: its end, or 0. */
-static size_t o200k_upper_word(const Stretch *s, size_t i) {
+static inline size_t o200k_upper_word(const Stretch *s, size_t i, int no_han) {
     size_t u = i;
-    while (u < s->n && is_upper(KIND(u))) u++;
+    while (u < s->n && is_upper(s, u, no_han)) u++;
     if (u == i) return 0;
-    while (u < s->n && is_lower(KIND(u))) u++;
+    while (u < s->n && is_lower(s, u, no_han)) u++;
     return u;
 }
 
-/* o200k (contractions, digits in threes) and Tekken (neither: \p{N} alone). */
-static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits) {
+/* o200k (contractions, digits in threes), Tekken (neither: \p{N} alone) and, after its Han
+ * runs, Kimi (kimi: letters without Han, cl100k's punctuation: ?[^\s\p{L}\p{N}]+[\r\n]*). */
+static inline size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
+                                 int kimi) {
     uint8_t c = s->cls[i];
     int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
     size_t e = 0;
-    if (prefix) e = o200k_lower_word(s, i + 1);
-    if (!e) e = o200k_lower_word(s, i);
-    if (!e && prefix) e = o200k_upper_word(s, i + 1);
-    if (!e) e = o200k_upper_word(s, i);
+    if (prefix) e = o200k_lower_word(s, i + 1, kimi);
+    if (!e) e = o200k_lower_word(s, i, kimi);
+    if (!e && prefix) e = o200k_upper_word(s, i + 1, kimi);
+    if (!e) e = o200k_upper_word(s, i, kimi);
     if (e) return contractions ? e + contraction(s, e) : e;
     if (c == C_N) {
         e = i;
@@ -139,10 +151,18 @@ static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t d
     size_t p = (s->cp[i] == ' ' && is_punct(CLS(i + 1))) ? i + 1 : i;
     if (is_punct(CLS(p))) {
         e = punct_run(s, p);
-        while (e < s->n && (s->cls[e] == C_NL || s->cp[e] == '/')) e++;
+        while (e < s->n && (s->cls[e] == C_NL || (!kimi && s->cp[e] == '/'))) e++;
         return e;
     }
     return whitespace(s, i, s->n, 1);
+}
+
+/* Kimi K2: [\p{Han}]+ first (whatever the characters' classes), then o200k's words without
+ * Han, \p{N}{1,3} and the rest (o200k_match). */
+static size_t kimi_match(const Stretch *s, size_t i) {
+    size_t e = i;
+    while (e < s->n && s->han[s->cp[e]]) e++;
+    return e > i ? e : o200k_match(s, i, 1, 3, 1);
 }
 
 /* Qwen3.5: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}
@@ -258,7 +278,7 @@ static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
     while (i < s->n) {
         size_t b = i;
         while (b < s->n && !s->numeric[s->cp[b]]) b++;
-        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, b - i};
+        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, s->han, b - i};
         for (size_t j = 0; j < seg.n; j = gpt2_match(&seg, j)) starts[k++] = (uint32_t)(i + j);
         if (b < s->n) starts[k++] = (uint32_t)b++;
         i = b;
@@ -279,21 +299,25 @@ static size_t spaces_replaced_pieces(const Stretch *s, uint32_t *starts) {
     return k;
 }
 
+/* Each family's matcher in a loop of its own (the family is not asked again per piece). */
+#define PIECES(match)                                                                          \
+    do {                                                                                       \
+        size_t k = 0;                                                                          \
+        for (size_t i = 0; i < s->n; i = (match)) starts[k++] = (uint32_t)i;                   \
+        return k;                                                                              \
+    } while (0)
+
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
-    if (family == FAM_DEEPSEEK_V3) return deepseek_pieces(s, starts);
-    if (family == FAM_SPACES_REPLACED) return spaces_replaced_pieces(s, starts);
-    if (family == FAM_GPT2_DIGITS) return gpt2_digits_pieces(s, starts);
-    size_t k = 0, i = 0;
-    while (i < s->n) {
-        starts[k++] = (uint32_t)i;
-        switch (family) {
-        case FAM_CL100K: i = cl100k_match(s, i, 3); break;
-        case FAM_QWEN2: i = cl100k_match(s, i, 1); break;
-        case FAM_GPT2: i = gpt2_match(s, i); break;
-        case FAM_TEKKEN: i = o200k_match(s, i, 0, 1); break;
-        case FAM_QWEN35: i = qwen35_match(s, i); break;
-        default: i = o200k_match(s, i, 1, 3); break;
-        }
+    switch (family) {
+    case FAM_DEEPSEEK_V3: return deepseek_pieces(s, starts);
+    case FAM_SPACES_REPLACED: return spaces_replaced_pieces(s, starts);
+    case FAM_GPT2_DIGITS: return gpt2_digits_pieces(s, starts);
+    case FAM_CL100K: PIECES(cl100k_match(s, i, 3));
+    case FAM_QWEN2: PIECES(cl100k_match(s, i, 1));
+    case FAM_GPT2: PIECES(gpt2_match(s, i));
+    case FAM_TEKKEN: PIECES(o200k_match(s, i, 0, 1, 0));
+    case FAM_QWEN35: PIECES(qwen35_match(s, i));
+    case FAM_KIMI: PIECES(kimi_match(s, i));
+    default: PIECES(o200k_match(s, i, 1, 3, 0));
     }
-    return k;
 }
