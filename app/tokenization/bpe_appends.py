@@ -35,6 +35,9 @@ PREPEND_SPACES = [
 ]
 """The normalizers of the Llama/Mistral SentencePiece BPE files, as tokenizer.json spells them."""
 
+_FEED_SLICE = 1 << 16
+"""Characters fed to the incremental BPE at a time (~1.5 ms with the GIL held)."""
+
 
 def prepend_spaces(text: str, *, at_start: bool = True) -> str:
     """``PREPEND_SPACES`` applied: ``▁`` before a text's start, every space a ``▁``
@@ -196,8 +199,14 @@ class BpeAppender:
         return _Tail(state.dump(), ids - pending, raw_from, still_first)
 
     def _feed(self, state: IncrementalState, segment: str, at_start: bool) -> list[int]:
-        """Ids of the segment's part: the ones that became final, then the pending ones."""
-        return state.feed(self._normalize(segment, at_start=at_start).encode()) + state.pending()
+        """Ids of the segment's part: the ones that became final, then the pending ones.  Fed
+        ``_FEED_SLICE`` characters at a time, as successive appends: one ``feed`` holds the GIL
+        throughout (~22 ms a million characters)."""
+        normalized = self._normalize(segment, at_start=at_start)
+        ids: list[int] = []
+        for k in range(0, len(normalized), _FEED_SLICE):
+            ids += state.feed(normalized[k : k + _FEED_SLICE].encode())
+        return ids + state.pending()
 
     def _normalize(self, text: str, *, at_start: bool) -> str:
         return prepend_spaces(text, at_start=at_start) if self._prepend else text
