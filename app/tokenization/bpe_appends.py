@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from app.tokenization.incremental_bpe import IncrementalBPE, IncrementalState, VocabularyError
+from app.tokenization.reference import int32_array
 from app.tokenization.state import SessionState
 
 SPACE = "\u2581"  # ▁, SentencePiece's space
@@ -181,9 +182,7 @@ class BpeAppender:
                 end = self._extend(data, ids, ends, [self._special[match]], end, 0)
             elif state is not None:
                 new_tail = self._tail(state, segment_ids, keep + len(ids), end, first)
-        grown = base.extended(
-            data, keep, [np.asarray(ids, dtype=np.int32)], [np.asarray(ends, dtype=np.int32)]
-        )
+        grown = base.extended(data, keep, [int32_array(ids)], [int32_array(ends)])
         self._put(grown, new_tail)
         return grown
 

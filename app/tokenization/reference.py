@@ -111,7 +111,7 @@ class ReferenceEncoder:
                 [texts[i] for i in fast], add_special_tokens=False
             )
             for i, enc in zip(fast, _released(batch), strict=True):
-                ids = _array(enc.ids)
+                ids = int32_array(enc.ids)
                 ends = self.ends_from_lengths(ids, len(texts[i].encode("utf-8")))
                 if ends is not None:
                     found[i] = ids, ends
@@ -141,7 +141,7 @@ def _released(batch: list[Encoding]) -> Iterator[Encoding]:
         yield batch.pop()
 
 
-def _array(listed: list[int] | list[tuple[int, int]]) -> npt.NDArray[np.int32]:
+def int32_array(listed: list[int] | list[tuple[int, int]]) -> npt.NDArray[np.int32]:
     """``np.asarray(listed, dtype=np.int32)``, converted and then freed ``_SLICE`` items at a
     time, so no step holds the GIL for long; ``listed`` ends empty."""
     found = np.empty((len(listed), *np.shape(listed[0])) if listed else 0, dtype=np.int32)
@@ -154,10 +154,10 @@ def _array(listed: list[int] | list[tuple[int, int]]) -> npt.NDArray[np.int32]:
 
 def _from_offsets(text: str, enc: Encoding) -> tuple[IdArray, OffsetArray]:
     """Ids and byte ends of ``text`` from the engine's character offsets."""
-    ids = _array(enc.ids)
+    ids = int32_array(enc.ids)
     if not len(ids):
         return ids, np.zeros(0, dtype=np.int32)
-    offsets = _array(enc.offsets)
+    offsets = int32_array(enc.offsets)
     table = None if text.isascii() else char_to_byte_offsets(text)
     starts, ends = (offsets if table is None else table[offsets]).T
     # Characters that normalization composed into the one before (a combining mark) or

@@ -22,7 +22,7 @@ def test_a_sliced_conversion_equals_one(values: list[int], size: int) -> None:
     try:
         for listed in (list(values), pairs[:]):
             expected = np.asarray(listed, dtype=np.int32)
-            found = module._array(listed)
+            found = module.int32_array(listed)
             assert found.dtype == np.int32 and found.shape == expected.shape
             assert np.array_equal(found, expected) and listed == []
     finally:
