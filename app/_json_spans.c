@@ -2,25 +2,34 @@
  *
  * parts(data, start, end, limit) reads the one JSON value of data[start:end] (whitespace
  * around it) without the GIL and says how to parse it in pieces of at most about `limit`
- * bytes:
+ * bytes, as (kind, spans, fail_at, reason):
  *
- *   (0, [a, c1, c2, ..., b], 0)   a string whose content is data[a:b], cut at c1 < c2 < ...:
- *                                 never inside an escape, a UTF-8 character or after the
- *                                 escape of a high surrogate;
- *   (1, [(a, b, -1, v), ...], d)  an array, its elements in order: v == -1 for a run of
- *                                 small elements data[a:b] (commas between them), v == a for
- *                                 one large element data[a:b];
- *   (2, [(a, b, k, v), ...], d)   an object, its members in order: v == -1 for a run of
- *                                 small members data[a:b], else one large member whose key is
- *                                 data[a:k] and whose value is data[v:b];
- *   None                          anything else (a scalar, or a shape no valid JSON has);
- *
- * d is how deeply the value nests, at least (1 for [1], 2 for [[1]]).
+ *   (0, [a, c1, c2, ..., b], -1, None)  a string whose content is data[a:b], cut at
+ *                                c1 < c2 < ...: never inside an escape, a UTF-8 character
+ *                                or after the escape of a high surrogate;
+ *   (1, [(a, b, -1, v), ...], -1, None) an array, its elements in order: v == -1 for a run
+ *                                of small elements data[a:b] (commas between them), v == a
+ *                                for one large element data[a:b];
+ *   (2, [(a, b, k, v), ...], -1, None)  an object, its members in order: v == -1 for a run
+ *                                of small members data[a:b], else one large member whose
+ *                                key is data[a:k] and whose value is data[v:b];
+ *   (kind, spans, fail_at, reason)  the value is not cut (kind -1 when it is neither a
+ *                                string nor a container): `spans` are those of the items
+ *                                read before the scan stopped (a string's content up to the
+ *                                end of data; a member whose key was read and not its value
+ *                                as (a, k, k, k)), and `reason` says why it stopped at
+ *                                data[fail_at]: orjson's own message for what was found
+ *                                there, "open" (the value starting there does not end: its
+ *                                item, from there to `end`, is the last span) or "scalar"
+ *                                (the value is a number or a literal).
  *
  * Only strings, brackets, commas and colons are read: the pieces are parsed by orjson, which
  * checks everything else.  Every piece of valid JSON is valid, and when every piece parses,
  * the glue checked here (brackets of the right kind, one comma between elements, a colon
- * after each key, nothing but whitespace outside) makes the whole value valid JSON too. */
+ * after each key, nothing but whitespace outside) makes the whole value valid JSON too.
+ *
+ * too_deep(data, max_levels, outer_levels) is the offset of the first bracket (outside
+ * strings) that opens level max_levels + 1, counting outer_levels already open; -1 if none. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,10 +38,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* orjson's messages, for what the scan finds at the point where it stops. */
+static const char END[] = "unexpected end of data";
+static const char VALUE[] = "unexpected character, expected a JSON value";
+static const char KEY[] = "unexpected character, expected a string key";
+static const char COLON[] = "unexpected character, expected ':' after key";
+static const char AFTER_ELEMENT[] = "unexpected character, expected ',' or ']'";
+static const char AFTER_MEMBER[] = "unexpected character, expected ',' or '}'";
+static const char TRAILING[] = "trailing comma is not allowed";
+static const char CONTENT[] = "unexpected content after document";
+static const char EMPTY[] = "input data is empty";
+static const char OPEN[] = "open";
+static const char SCALAR[] = "scalar";
+
 typedef struct {
     Py_ssize_t *at;
     Py_ssize_t len, cap;
     int failed; /* out of memory */
+    int kind; /* what is read: 0 a string (`at` holds its cuts), 1 an array, 2 an object */
+    Py_ssize_t fail_at;
+    const char *reason; /* why the scan stopped at fail_at; NULL if it did not */
 } Found;
 
 static void put(Found *f, Py_ssize_t value) {
@@ -48,6 +73,11 @@ static void put(Found *f, Py_ssize_t value) {
         f->at = grown, f->cap = cap;
     }
     f->at[f->len++] = value;
+}
+
+static int stop(Found *f, Py_ssize_t at, const char *reason) {
+    f->fail_at = at, f->reason = reason;
+    return -1;
 }
 
 static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -84,9 +114,8 @@ static Py_ssize_t string_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
 }
 
 /* Just past the value starting at s[i] (brackets counted, strings skipped); -1 if it does
- * not end before n or is empty.  *deepest: at least the value's nesting depth. */
-static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n,
-                            Py_ssize_t *deepest) {
+ * not end before n, or is an empty scalar. */
+static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
     if (i >= n)
         return -1;
     if (s[i] == '"')
@@ -101,10 +130,9 @@ static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n,
                     return -1;
                 continue;
             }
-            if (c == '[' || c == '{') {
-                if (++depth > *deepest)
-                    *deepest = depth;
-            } else if ((c == ']' || c == '}') && --depth == 0)
+            if (c == '[' || c == '{')
+                depth++;
+            else if ((c == ']' || c == '}') && --depth == 0)
                 return i + 1;
             i++;
         }
@@ -124,11 +152,13 @@ static int hex_value(unsigned char c) {
     return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* The string's content s[a:b] (quotes excluded) cut about every `limit` bytes. */
+/* The string's content s[a:b] (quotes excluded) cut about every `limit` bytes.  `open`: the
+ * string does not close, and its last escape, if cut short by the end of data or a high
+ * surrogate's that a low one could follow, is left out: orjson reads to the end there. */
 static void string_cuts(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, Py_ssize_t limit,
-                        Found *f) {
+                        int open, Found *f) {
     put(f, a);
-    Py_ssize_t last = a, t = a;
+    Py_ssize_t last = a, t = a, escape = -1;
     int after_high = 0; /* the token before t is the escape of a high surrogate */
     while (t < b) {
         if (t - last >= limit && !after_high && (s[t] & 0xC0) != 0x80) {
@@ -141,7 +171,12 @@ static void string_cuts(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, Py_s
             continue;
         }
         after_high = 0;
-        if (t + 6 <= b && s[t + 1] == 'u') {
+        escape = t;
+        if (t + 1 < b && s[t + 1] == 'u') {
+            if (t + 6 > b) { /* cut short: not a token to cut after */
+                t = b;
+                break;
+            }
             int code = 0, ok = 1;
             for (int k = 2; k < 6; k++) {
                 int h = hex_value(s[t + k]);
@@ -154,80 +189,130 @@ static void string_cuts(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, Py_s
             t += 2;
         }
     }
+    if (open && escape >= 0 &&
+        (t > b || after_high || (escape + 1 < b && s[escape + 1] == 'u' && escape + 6 > b)))
+        b = escape;
     put(f, b);
 }
 
-/* A container's elements (members), runs of small ones joined; the kind, or -1.  *deepest:
- * the elements' deepest nesting. */
+static void run_done(Found *f, Py_ssize_t *run_start, Py_ssize_t run_end) {
+    if (*run_start >= 0)
+        put(f, *run_start), put(f, run_end), put(f, -1), put(f, -1);
+    *run_start = -1;
+}
+
+/* A member whose key was read, and then not its value: the key, to be parsed before the
+ * scan's error is believed (it comes first), as a member whose value is empty. */
+static void key_only(Found *f, Py_ssize_t *run_start, Py_ssize_t run_end, Py_ssize_t key,
+                     Py_ssize_t key_end) {
+    run_done(f, run_start, run_end);
+    put(f, key), put(f, key_end), put(f, key_end), put(f, key_end);
+}
+
+/* A container's elements (members), runs of small ones joined; the kind, or -1 with the
+ * items read before the scan stopped. */
 static int container_parts(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, Py_ssize_t limit,
-                           Found *f, Py_ssize_t *deepest) {
+                           Found *f) {
     int object = s[i] == '{';
     unsigned char close = object ? '}' : ']';
     Py_ssize_t j = skip_space(s, i + 1, n);
-    Py_ssize_t run_start = -1, run_end = -1, q;
+    Py_ssize_t run_start = -1, run_end = -1, q, comma = -1;
+    int kind = -1;
     if (j < n && s[j] == close) {
         q = j + 1;
     } else {
         for (;;) {
             Py_ssize_t start = j, key_end = -1, value = j;
+            if (comma >= 0 && j < n && s[j] == close) {
+                stop(f, comma, TRAILING);
+                goto done;
+            }
             if (object) {
-                if (j >= n || s[j] != '"' || (key_end = string_end(s, j, n)) < 0)
-                    return -1;
+                if (j >= n || s[j] != '"') {
+                    stop(f, j < n ? j : n, j < n ? KEY : END);
+                    goto done;
+                }
+                if ((key_end = string_end(s, j, n)) < 0) { /* an open key */
+                    key_only(f, &run_start, run_end, j, n);
+                    stop(f, j, OPEN);
+                    goto done;
+                }
                 Py_ssize_t colon = skip_space(s, key_end, n);
-                if (colon >= n || s[colon] != ':')
-                    return -1;
+                if (colon >= n || s[colon] != ':') {
+                    key_only(f, &run_start, run_end, j, key_end);
+                    stop(f, colon, colon < n ? COLON : END);
+                    goto done;
+                }
                 value = skip_space(s, colon + 1, n);
             }
-            Py_ssize_t end = value_end(s, value, n, deepest);
-            if (end < 0)
-                return -1;
-            if (end - start > limit) {
-                if (run_start >= 0) {
-                    put(f, run_start), put(f, run_end), put(f, -1), put(f, -1);
-                    run_start = -1;
+            Py_ssize_t end = value_end(s, value, n);
+            if (end < 0) {
+                if (value < n && (s[value] == '"' || s[value] == '[' || s[value] == '{')) {
+                    run_done(f, &run_start, run_end); /* the open item: from here to n */
+                    put(f, start), put(f, n), put(f, key_end), put(f, value);
+                    stop(f, value, OPEN);
+                } else {
+                    if (object)
+                        key_only(f, &run_start, run_end, start, key_end);
+                    stop(f, value < n ? value : n, value < n ? VALUE : END);
                 }
+                goto done;
+            }
+            if (end - start > limit) {
+                run_done(f, &run_start, run_end);
                 put(f, start), put(f, end), put(f, key_end), put(f, value);
             } else {
-                if (run_start >= 0 && end - run_start > limit) {
-                    put(f, run_start), put(f, run_end), put(f, -1), put(f, -1);
-                    run_start = -1;
-                }
+                if (run_start >= 0 && end - run_start > limit)
+                    run_done(f, &run_start, run_end);
                 if (run_start < 0)
                     run_start = start;
                 run_end = end;
             }
             Py_ssize_t after = skip_space(s, end, n);
-            if (after >= n)
-                return -1;
+            if (after >= n) {
+                stop(f, n, END);
+                goto done;
+            }
             if (s[after] == close) {
                 q = after + 1;
                 break;
             }
-            if (s[after] != ',')
-                return -1;
-            j = skip_space(s, after + 1, n); /* a trailing comma: no value there */
+            if (s[after] != ',') {
+                stop(f, after, object ? AFTER_MEMBER : AFTER_ELEMENT);
+                goto done;
+            }
+            comma = after;
+            j = skip_space(s, after + 1, n);
         }
-        if (run_start >= 0)
-            put(f, run_start), put(f, run_end), put(f, -1), put(f, -1);
     }
-    return skip_space(s, q, n) == n ? 1 + object : -1;
+    kind = 1 + object;
+    Py_ssize_t tail = skip_space(s, q, n);
+    if (tail != n)
+        kind = stop(f, tail, CONTENT);
+done:
+    run_done(f, &run_start, run_end);
+    return kind;
 }
 
 static int scan(const unsigned char *s, Py_ssize_t start, Py_ssize_t end, Py_ssize_t limit,
-                Found *f, Py_ssize_t *deepest) {
+                Found *f) {
     Py_ssize_t i = skip_space(s, start, end);
     if (i >= end)
-        return -1;
+        return stop(f, start, EMPTY);
     if (s[i] == '"') {
         Py_ssize_t q = string_end(s, i, end);
-        if (q < 0 || skip_space(s, q, end) != end)
-            return -1;
-        string_cuts(s, i + 1, q - 1, limit, f);
-        return 0;
+        f->kind = 0;
+        string_cuts(s, i + 1, q < 0 ? end : q - 1, limit, q < 0, f);
+        if (q < 0)
+            return stop(f, end, END);
+        Py_ssize_t tail = skip_space(s, q, end);
+        return tail == end ? 0 : stop(f, tail, CONTENT);
     }
-    if (s[i] == '[' || s[i] == '{')
-        return container_parts(s, i, end, limit, f, deepest);
-    return -1;
+    if (s[i] == '[' || s[i] == '{') {
+        f->kind = s[i] == '[' ? 1 : 2;
+        return container_parts(s, i, end, limit, f);
+    }
+    return stop(f, i, strchr(",:]}", s[i]) != NULL ? VALUE : SCALAR);
 }
 
 static PyObject *parts(PyObject *self, PyObject *args) {
@@ -240,38 +325,92 @@ static PyObject *parts(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "need 0 <= start <= end <= len(data), limit >= 1");
         return NULL;
     }
-    Found f = {NULL, 0, 0, 0};
-    Py_ssize_t deepest = 0;
-    int kind;
+    Found f = {NULL, 0, 0, 0, -1, -1, NULL};
     Py_BEGIN_ALLOW_THREADS
-    kind = scan((const unsigned char *)data.buf, start, end, limit, &f, &deepest);
+    scan((const unsigned char *)data.buf, start, end, limit, &f);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (f.failed) {
         free(f.at);
         return PyErr_NoMemory();
     }
-    if (kind < 0) {
-        free(f.at);
-        Py_RETURN_NONE;
-    }
+    int string = f.kind == 0;
     PyObject *list = PyList_New(0);
-    for (Py_ssize_t k = 0; list != NULL && k < f.len; k += kind == 0 ? 1 : 4) {
-        PyObject *item = kind == 0 ? PyLong_FromSsize_t(f.at[k])
-                                   : Py_BuildValue("(nnnn)", f.at[k], f.at[k + 1], f.at[k + 2],
-                                                   f.at[k + 3]);
+    for (Py_ssize_t k = 0; list != NULL && k < f.len; k += string ? 1 : 4) {
+        PyObject *item = string ? PyLong_FromSsize_t(f.at[k])
+                                : Py_BuildValue("(nnnn)", f.at[k], f.at[k + 1], f.at[k + 2],
+                                                f.at[k + 3]);
         if (item == NULL || PyList_Append(list, item) < 0)
             Py_CLEAR(list);
         Py_XDECREF(item);
     }
     free(f.at);
-    return list == NULL ? NULL : Py_BuildValue("(iNn)", kind, list, deepest + (kind != 0));
+    if (list == NULL)
+        return NULL;
+    if (f.reason == NULL)
+        return Py_BuildValue("(iNnO)", f.kind, list, (Py_ssize_t)-1, Py_None);
+    return Py_BuildValue("(iNns)", f.kind, list, f.fail_at, f.reason);
+}
+
+static PyObject *too_deep(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t max_levels, level, at = -1;
+    if (!PyArg_ParseTuple(args, "y*nn", &data, &max_levels, &level))
+        return NULL;
+    const unsigned char *s = data.buf;
+    Py_ssize_t n = data.len;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c == '"') {
+            i = string_end(s, i, n) - 1;
+            if (i < 0)
+                break;
+        } else if (c == '[' || c == '{') {
+            if (++level > max_levels) {
+                at = i;
+                break;
+            }
+        } else if (c == ']' || c == '}') {
+            level--;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromSsize_t(at);
+}
+
+static PyObject *position(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t at, chars = 0, lines = 0, line_start = -1; /* the last newline's char index */
+    if (!PyArg_ParseTuple(args, "y*n", &data, &at))
+        return NULL;
+    if (at < 0 || at > data.len) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "need 0 <= at <= len(data)");
+        return NULL;
+    }
+    const unsigned char *s = data.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < at; i++) {
+        if (s[i] == '\n')
+            lines++, line_start = chars;
+        chars += (s[i] & 0xC0) != 0x80;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(nnn)", chars, lines + 1, chars - line_start);
 }
 
 static PyMethodDef methods[] = {
     {"parts", parts, METH_VARARGS,
      "parts(data, start, end, limit): how to parse the JSON value of data[start:end] in "
-     "pieces of about limit bytes, or None."},
+     "pieces of about limit bytes: (kind, spans, fail_at, reason)."},
+    {"too_deep", too_deep, METH_VARARGS,
+     "too_deep(data, max_levels, outer_levels): the offset of the first bracket opening "
+     "level max_levels + 1, or -1."},
+    {"position", position, METH_VARARGS,
+     "position(data, at): (character index, line, column) of data[at], as json counts them."},
     {NULL, NULL, 0, NULL},
 };
 

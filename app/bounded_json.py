@@ -10,24 +10,38 @@ parses each piece and Python joins them: a string's pieces with ``str.join``, an
 which is how orjson builds a dict itself (a duplicate key keeps its first place and its last
 value).
 
-The pieces are cut so that every piece of valid JSON is valid JSON, and where every piece
-parses, the glue between them that the scan checked makes the whole body valid: the result is
-then orjson's.  Anything else (a piece that fails, a shape the scan does not cut, a body
-nesting deeper than ``MAX_NESTING``, large values nested deeper than ``MAX_DEPTH``) is parsed
-by one ``orjson.loads`` of the whole body, so what orjson refuses is refused with orjson's own
-error, and whatever it accepts is read as it reads it.  That whole parse is the one step left
-unbounded: a malformed body, or one nested that deep, holds the GIL as long as orjson takes.
+Every piece of valid JSON is valid JSON: a string is cut only between its characters and
+escapes (never between the two escapes of a surrogate pair), a container only at the commas
+between whole elements, which the scan finds exactly where the text is valid (strings
+skipped, brackets counted), so a piece holds whole values in the frame (quotes or brackets)
+they stood in, nesting less deeply than the body.  So a piece that orjson refuses proves the
+body malformed, and where every piece parses, the glue between them that the scan checked
+makes the whole body valid: the result is then orjson's.  A malformed body is refused without
+a parse of the whole, with orjson's error where its first error lies: the scan stops at the
+first glue it cannot read (saying what orjson says there, or naming a value that does not
+end, whose own pieces are then read), the pieces before that point are parsed in order, and
+the first error found is orjson's message for its piece with the position made the body's
+(character index, line and column, counted in C).  Like orjson, a body with invalid UTF-8
+anywhere is refused for that first, at position 0.
+
+Refused although orjson would read them (``docs/limits.md``): a body nesting deeper than
+``MAX_NESTING`` levels (at every size: the bracket that opens level 513, outside strings, is
+found first, whatever else is wrong), a value over ``PIECE_BYTES`` nested deeper than
+``MAX_DEPTH`` levels (each level would scan it again), and a number over ``PIECE_BYTES``.
+The error then differs from orjson's whole parse, and also where the first error lies inside
+such a value; elsewhere ``tests/test_bounded_json.py`` finds them equal.
 """
 
 from __future__ import annotations
 
+import codecs
 from itertools import pairwise
 from typing import Any
 
 import orjson
 
 try:
-    from app._json_spans import parts
+    from app._json_spans import parts, position, too_deep
 except ImportError:  # a checkout whose C extensions are not built: bodies are parsed whole
     parts = None  # type: ignore[assignment]
 
@@ -35,62 +49,133 @@ PIECE_BYTES = 256 << 10
 """The most bytes orjson parses in one call, give or take an escape: ~0.5 ms of escaped
 quotes, ~1.5 ms of small integers (an upstream's ids), each a new object."""
 MAX_DEPTH = 32
-"""How deep large values may nest before the body is parsed whole (each level scans its
-value again)."""
+"""How deep a value over ``PIECE_BYTES`` may nest (each level scans its value again)."""
 MAX_NESTING = 512
-"""A body nesting deeper is parsed whole: orjson refuses one deeper than 1024 levels, which
-pieces, each nesting less than the body, would not see."""
+"""How deep a body may nest (orjson reads up to 1024 levels, which cut pieces, each nesting
+less than the body, would not see)."""
+_UTF8_SLICE = 1 << 20
+_NOT_UTF8 = "str is not valid UTF-8: surrogates not allowed"
 
 
-class _Whole(Exception):
-    """The body is not cut: parse it whole."""
+class _Malformed(Exception):
+    """The body is refused with ``msg`` at byte ``at``."""
+
+    def __init__(self, msg: str, at: int) -> None:
+        super().__init__(msg, at)
+        self.msg, self.at = msg, at
 
 
-def loads(data: bytes, piece_bytes: int = PIECE_BYTES) -> Any:
-    """``orjson.loads(data)``, the same value or the same ``JSONDecodeError``."""
-    if len(data) <= piece_bytes or parts is None:
+def loads(data: bytes, piece_bytes: int = PIECE_BYTES, *, outer_levels: int = 0) -> Any:
+    """``orjson.loads(data)``, the same value or the same ``JSONDecodeError`` (except for the
+    refusals above); ``outer_levels``: how deeply ``data`` stands in a body, for its nesting."""
+    if parts is None:
         return orjson.loads(data)
     try:
+        deep = too_deep(data, MAX_NESTING, outer_levels)
+        if deep >= 0:
+            raise _Malformed(f"JSON nested deeper than {MAX_NESTING} levels", deep)
+        if len(data) <= piece_bytes:
+            return orjson.loads(data)
         return _value(data, 0, len(data), piece_bytes, 0)
-    except (_Whole, orjson.JSONDecodeError):
-        return orjson.loads(data)
+    except _Malformed as bad:
+        raise _error(data, bad.msg, bad.at) from None
 
 
-def _value(data: bytes, start: int, end: int, piece_bytes: int, depth: int) -> Any:
+def utf8_error(data: bytes) -> tuple[int, str] | None:
+    """(offset, reason) of the first byte that is not UTF-8, as ``data.decode()`` says; None
+    when there is none.  Decoded a slice at a time, each releasing the GIL after it."""
+    view, start = memoryview(data), 0
+    while True:
+        end = min(len(data), start + _UTF8_SLICE)
+        try:
+            used = codecs.utf_8_decode(view[start:end], "strict", end == len(data))[1]
+        except UnicodeDecodeError as bad:
+            return start + bad.start, bad.reason
+        if end == len(data):
+            return None
+        start += used
+
+
+def _error(data: bytes, msg: str, at: int) -> orjson.JSONDecodeError:
+    """orjson's error for ``msg`` at byte ``at``: its message names the position."""
+    if utf8_error(data) is not None:
+        msg, (pos, line, column) = _NOT_UTF8, (0, 1, 1)
+    else:
+        pos, line, column = position(data, at)
+    error = orjson.JSONDecodeError.__new__(orjson.JSONDecodeError)
+    ValueError.__init__(error, f"{msg}: line {line} column {column} (char {pos})")
+    error.msg, error.doc, error.pos, error.lineno, error.colno = msg, "", pos, line, column
+    return error
+
+
+def _value(
+    data: bytes, start: int, end: int, piece_bytes: int, depth: int, frame: bytes = b"%b"
+) -> Any:
+    """The value of ``data[start:end]``; ``frame``: its context, ``[%b]`` for an element or
+    ``{"":%b}`` for a member's value, in which orjson reads a small one (where a number runs
+    into a stray byte, its error depends on the container)."""
     if end - start <= piece_bytes:
-        return orjson.loads(data[start:end])
-    found = parts(data, start, end, piece_bytes) if depth < MAX_DEPTH else None
-    if found is None:
-        raise _Whole
-    kind, spans, nesting = found
-    if depth == 0 and nesting > MAX_NESTING:  # the body's own: every value in it nests less
-        raise _Whole
+        return _unframed(frame, data, start, end)
+    if depth < MAX_DEPTH:
+        kind, spans, fail_at, reason = parts(data, start, end, piece_bytes)
+        if reason != "scalar":
+            value = _joined(data, kind, spans, piece_bytes, depth, reason == "open")
+            if reason is not None:  # "open": the last item, which does not end, raised first
+                raise _Malformed(reason, fail_at)
+            return value
+    if end - start <= PIECE_BYTES:  # a scalar, or a value nested deeper, read whole
+        return _unframed(frame, data, start, end)
+    if depth >= MAX_DEPTH:
+        raise _Malformed(
+            f"JSON nests a value over {PIECE_BYTES} bytes deeper than {MAX_DEPTH} levels", start
+        )
+    _unframed(frame, data, start, start + 512)  # orjson's error, unless it reads a number
+    raise _Malformed(f"JSON number over {PIECE_BYTES} bytes", start)
+
+
+def _joined(
+    data: bytes, kind: int, spans: list[Any], piece_bytes: int, depth: int, open_last: bool
+) -> Any:
+    """The value of the ``spans`` of ``parts``, each piece parsed in the body's order;
+    ``open_last``: the last item does not end (it is read bare, no bracket after it)."""
     if kind == 0:
-        return "".join(_piece(b'"%b"', data[a:b], str) for a, b in pairwise(spans))
+        return "".join(_piece(b'"%b"', data, a, b) for a, b in pairwise(spans))
+    last = len(spans) - 1 if open_last else -1
     if kind == 1:
         items: list[Any] = []
-        for a, b, _, value in spans:
+        for k, (a, b, _, value) in enumerate(spans):
             if value < 0:
-                items.extend(_piece(b"[%b]", data[a:b], list))
+                items.extend(_piece(b"[%b]", data, a, b))
             else:
-                items.append(_value(data, a, b, piece_bytes, depth + 1))
+                frame = b"%b" if k == last else b"[%b]"
+                items.append(_value(data, a, b, piece_bytes, depth + 1, frame))
         return items
     members: dict[str, Any] = {}
-    for a, b, key_end, value in spans:
+    for k, (a, b, key_end, value) in enumerate(spans):
         if value < 0:
-            members.update(_piece(b"{%b}", data[a:b], dict))
+            members.update(_piece(b"{%b}", data, a, b))
         else:
             key = _value(data, a, key_end, piece_bytes, depth + 1)
-            members[key] = _value(data, value, b, piece_bytes, depth + 1)
+            if value == b:  # the scan stopped after this key
+                break
+            frame = b"%b" if k == last else b'{"":%b}'
+            members[key] = _value(data, value, b, piece_bytes, depth + 1, frame)
     return members
 
 
-def _piece(frame: bytes, inner: bytes, kind: type) -> Any:
-    """orjson's value of ``inner`` in its ``frame`` (quotes or brackets), of type ``kind``."""
-    value = orjson.loads(frame % inner)
-    if not isinstance(value, kind):
-        raise _Whole
-    return value
+def _unframed(frame: bytes, data: bytes, start: int, end: int) -> Any:
+    """The value of ``data[start:end]`` read in its ``frame``."""
+    value = _piece(frame, data, start, end)
+    return value if frame == b"%b" else value[0] if frame == b"[%b]" else value[""]
+
+
+def _piece(frame: bytes, data: bytes, start: int, end: int) -> Any:
+    """orjson's value of ``data[start:end]`` in its ``frame``; its error placed in ``data``."""
+    try:
+        return orjson.loads(frame % data[start:end])
+    except orjson.JSONDecodeError as exc:
+        offset = len(exc.doc[: exc.pos].encode("utf-8", "surrogatepass"))
+        raise _Malformed(exc.msg, start + offset - frame.index(b"%")) from None
 
 
 def array_span(data: bytes, key: str) -> tuple[int, int] | None:
@@ -98,11 +183,13 @@ def array_span(data: bytes, key: str) -> tuple[int, int] | None:
     (one orjson accepts), found by the scan without the GIL; None when there is no such array,
     or the object has the key more than once in any spelling (orjson reads the last of
     duplicate keys).  A limit of 1 byte makes every member one of its own."""
-    found = parts(data, 0, len(data), 1) if parts is not None else None
-    if found is None or found[0] != 2:
+    if parts is None:
         return None
-    spans = [(v, b) for a, b, k, v in found[1] if loads(data[a:k]) == key]
-    if len(spans) != 1:
+    kind, spans, _, reason = parts(data, 0, len(data), 1)
+    if kind != 2 or reason is not None:
         return None
-    value, end = spans[0]
+    found = [(v, b) for a, b, k, v in spans if loads(data[a:k]) == key]
+    if len(found) != 1:
+        return None
+    value, end = found[0]
     return (value, end - 1) if data[value : value + 1] == b"[" else None

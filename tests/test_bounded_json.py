@@ -1,5 +1,7 @@
 """``bounded_json.loads`` equals ``orjson.loads``: the same value (types, key order, the last
-of duplicate keys) or the same error, on JSON cut into pieces as small as a byte."""
+of duplicate keys) or the same error (message, position, line and column), on JSON cut into
+pieces as small as a byte; and no orjson call reads more than a piece of a large body, valid
+or not."""
 
 from __future__ import annotations
 
@@ -38,17 +40,35 @@ def _text(value: Any, style: int) -> bytes:
     return json.dumps(value, **spelling[style], allow_nan=False).encode("utf-8", "surrogatepass")
 
 
+def _error(exc: orjson.JSONDecodeError) -> tuple[str, str, int, int, int]:
+    return str(exc), exc.msg, exc.pos, exc.lineno, exc.colno
+
+
 def _same(data: bytes, piece_bytes: int) -> None:
+    """The same value or error, and no orjson call reads more than a piece (a scalar, or a
+    value nested deeper than ``MAX_DEPTH``, over ``piece_bytes`` is read whole up to
+    ``PIECE_BYTES``)."""
+    read: list[int] = []
+    loads = orjson.loads
+
+    def counted(text: bytes) -> Any:
+        read.append(len(text))
+        return loads(text)
+
     try:
         expected: Any = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        with pytest.raises(orjson.JSONDecodeError) as found:
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(orjson.JSONDecodeError) as found:
+            patch.setattr(orjson, "loads", counted)
             bounded_json.loads(data, piece_bytes)
-        assert (found.value.msg, found.value.pos) == (exc.msg, exc.pos)
-        return
-    value = bounded_json.loads(data, piece_bytes)
-    assert type(value) is type(expected)
-    assert orjson.dumps(value) == orjson.dumps(expected)  # order of keys included
+        assert _error(found.value) == _error(exc)
+    else:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(orjson, "loads", counted)
+            value = bounded_json.loads(data, piece_bytes)
+        assert type(value) is type(expected)
+        assert orjson.dumps(value) == orjson.dumps(expected)  # order of keys included
+    assert max(read, default=0) <= max(piece_bytes, bounded_json.PIECE_BYTES) + 2
 
 
 @settings(max_examples=400)
@@ -127,20 +147,25 @@ def test_a_53_mb_body_is_parsed_in_pieces() -> None:
     assert len(read) > 40 and max(read) <= bounded_json.PIECE_BYTES + 8
 
 
-@pytest.mark.parametrize("outside", [0, 20, 31, 40])
-def test_nesting_past_orjsons_limit_is_refused_as_orjson_refuses_it(outside: int) -> None:
-    """orjson refuses more than 1024 levels; cut pieces each nest less than the body."""
-    for inside in (1000, 1003, 1004, 1010):
+@pytest.mark.parametrize("outside", [1, 20, 31, 40])
+@pytest.mark.parametrize("piece_bytes", [2500, bounded_json.PIECE_BYTES])
+def test_nesting_past_512_levels_is_refused_at_every_size(outside: int, piece_bytes: int) -> None:
+    """The bracket that opens level 513 is named, whatever the body's size (orjson reads up
+    to 1024 levels; cut pieces each nest less than the body)."""
+    for inside in (480, 492, 493, 1000, 1010):
         deep = b"[" * inside + b"1" + b"]" * inside
         data = b"[" * outside + deep + b',"' + b"x" * 5000 + b'"' + b"]" * outside
-        try:
-            expected = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            with pytest.raises(orjson.JSONDecodeError) as found:
-                bounded_json.loads(data, 2500)
-            assert (found.value.msg, found.value.pos) == (exc.msg, exc.pos)
+        if outside + inside <= bounded_json.MAX_NESTING:
+            assert _levels(bounded_json.loads(data, piece_bytes)) == _levels(orjson.loads(data))
             continue
-        assert _levels(bounded_json.loads(data, 2500)) == _levels(expected)
+        with pytest.raises(orjson.JSONDecodeError) as found:
+            bounded_json.loads(data, piece_bytes)
+        assert str(found.value) == (
+            "JSON nested deeper than 512 levels: line 1 column 513 (char 512)"
+        )
+    line = b'{"messages": [\n' + b"[" * 600  # unclosed too: the nesting is found first
+    with pytest.raises(orjson.JSONDecodeError, match=r"512 levels: line 2 column 511 \(char 525\)"):
+        bounded_json.loads(line, piece_bytes)
 
 
 def _levels(value: Any) -> list[tuple[int, Any]]:

@@ -90,10 +90,9 @@ def _guarded(data: bytes, parse: Callable[[], _T]) -> _T:
     try:
         return parse()
     except orjson.JSONDecodeError as exc:
-        try:
-            data.decode()
-        except UnicodeDecodeError as bad:
+        bad = bounded_json.utf8_error(data)
+        if bad is not None:
             raise BadRequestError(
-                f"the request body is not valid UTF-8 (byte {bad.start}: {bad.reason})"
+                f"the request body is not valid UTF-8 (byte {bad[0]}: {bad[1]})"
             ) from None
         raise BadRequestError(f"malformed JSON body: {exc}") from None

@@ -154,7 +154,7 @@ def _moved(data: bytes, items: memoryview, start: int) -> int | None:
 def _items(text: bytes) -> list[Any] | None:
     """The values of ``text`` read as the inside of one JSON array, or None."""
     try:
-        values = bounded_json.loads(b"[" + text + b"]")
+        values = bounded_json.loads(b"[" + text + b"]", outer_levels=1)  # as deep as the body
     except orjson.JSONDecodeError:
         return None
     return values if isinstance(values, list) else None
