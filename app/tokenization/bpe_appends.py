@@ -36,8 +36,9 @@ PREPEND_SPACES = [
 ]
 """The normalizers of the Llama/Mistral SentencePiece BPE files, as tokenizer.json spells them."""
 
-_FEED_SLICE = 1 << 16
-"""Characters fed to the incremental BPE at a time (~1.5 ms with the GIL held)."""
+_SLICE_CHARS = 1 << 16
+"""Characters fed to the incremental BPE, or searched for added tokens, at a time: one call
+on a long text holds the GIL throughout (a feed ~22 ms a million characters)."""
 
 
 def prepend_spaces(text: str, *, at_start: bool = True) -> str:
@@ -126,7 +127,7 @@ class BpeAppender:
 
     def remember(self, state: SessionState, text: str) -> None:
         """Record the tail of a state encoded in full (O(text) scan, O(last segment) BPE)."""
-        matches = list(self._split.finditer(text)) if self._split else []
+        matches = self._matches(text)
         start = matches[-1].end() if matches else 0
         if self._unsupported(text[start:]):
             return  # no entry: appends to this state take the full path
@@ -156,7 +157,7 @@ class BpeAppender:
             or self._unsupported(old_end + added, metaspace=False)  # an added token across
         ):
             return None
-        matches = list(self._split.finditer(added)) if self._split else []
+        matches = self._matches(added)
         bounds = [0, *(x for m in matches for x in (m.start(), m.end())), len(added)]
         ids: list[int] = []
         ends: list[int] = []
@@ -199,13 +200,27 @@ class BpeAppender:
 
     def _feed(self, state: IncrementalState, segment: str, at_start: bool) -> list[int]:
         """Ids of the segment's part: the ones that became final, then the pending ones.  Fed
-        ``_FEED_SLICE`` characters at a time, as successive appends: one ``feed`` holds the GIL
-        throughout (~22 ms a million characters)."""
+        ``_SLICE_CHARS`` characters at a time, as successive appends."""
         normalized = self._normalize(segment, at_start=at_start)
         ids: list[int] = []
-        for k in range(0, len(normalized), _FEED_SLICE):
-            ids += state.feed(normalized[k : k + _FEED_SLICE].encode())
+        for k in range(0, len(normalized), _SLICE_CHARS):
+            ids += state.feed(normalized[k : k + _SLICE_CHARS].encode())
         return ids + state.pending()
+
+    def _matches(self, text: str) -> list[re.Match[str]]:
+        """``self._split.finditer(text)``, searched ``_SLICE_CHARS`` characters at a time: a
+        match starting in a window lies within the window and ``_longest`` more characters."""
+        found: list[re.Match[str]] = []
+        at = 0
+        while self._split is not None and at < len(text):
+            stop = min(at + _SLICE_CHARS, len(text))
+            match = self._split.search(text, at, stop + self._longest)
+            if match is None or match.start() >= stop:
+                at = stop
+            else:
+                found.append(match)
+                at = match.end()
+        return found
 
     def _normalize(self, text: str, *, at_start: bool) -> str:
         return prepend_spaces(text, at_start=at_start) if self._prepend else text

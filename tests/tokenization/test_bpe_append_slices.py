@@ -1,6 +1,6 @@
-"""The SentencePiece appender feeds its incremental BPE a slice of characters at a time (so no
-step holds the GIL for long): with tiny slices, every call's ids and ends still equal the
-reference's."""
+"""The SentencePiece appender feeds its incremental BPE, and searches for added tokens, a slice
+of characters at a time (so no step holds the GIL for long): with tiny slices, every call's ids
+and ends still equal the reference's."""
 
 from __future__ import annotations
 
@@ -38,5 +38,5 @@ def test_sliced_feeds_give_the_reference_ids(
     session: int,
     size: int,
 ) -> None:
-    monkeypatch.setattr(bpe_appends, "_FEED_SLICE", size)
+    monkeypatch.setattr(bpe_appends, "_SLICE_CHARS", size)
     grow(tokenizers(name), references(name), f"sliced-{session}", parts)
