@@ -2,7 +2,8 @@
  *
  * parts(data, start, end, limit) reads the one JSON value of data[start:end] (whitespace
  * around it) without the GIL and says how to parse it in pieces of at most about `limit`
- * bytes, as (kind, spans, fail_at, reason):
+ * bytes, as (kind, spans, fail_at, reason, nesting), nesting being how deeply the value
+ * nests where it was read (1 for [1], 2 for [[1]]):
  *
  *   (0, [a, c1, c2, ..., b], -1, None)  a string whose content is data[a:b], cut at
  *                                c1 < c2 < ...: never inside an escape, a UTF-8 character
@@ -56,6 +57,7 @@ typedef struct {
     Py_ssize_t len, cap;
     int failed; /* out of memory */
     int kind; /* what is read: 0 a string (`at` holds its cuts), 1 an array, 2 an object */
+    Py_ssize_t deepest; /* the items' deepest nesting */
     Py_ssize_t fail_at;
     const char *reason; /* why the scan stopped at fail_at; NULL if it did not */
 } Found;
@@ -114,8 +116,9 @@ static Py_ssize_t string_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
 }
 
 /* Just past the value starting at s[i] (brackets counted, strings skipped); -1 if it does
- * not end before n, or is an empty scalar. */
-static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
+ * not end before n, or is an empty scalar.  *deepest: at least the value's nesting depth. */
+static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n,
+                            Py_ssize_t *deepest) {
     if (i >= n)
         return -1;
     if (s[i] == '"')
@@ -130,9 +133,10 @@ static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) 
                     return -1;
                 continue;
             }
-            if (c == '[' || c == '{')
-                depth++;
-            else if ((c == ']' || c == '}') && --depth == 0)
+            if (c == '[' || c == '{') {
+                if (++depth > *deepest)
+                    *deepest = depth;
+            } else if ((c == ']' || c == '}') && --depth == 0)
                 return i + 1;
             i++;
         }
@@ -245,7 +249,7 @@ static int container_parts(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, P
                 }
                 value = skip_space(s, colon + 1, n);
             }
-            Py_ssize_t end = value_end(s, value, n);
+            Py_ssize_t end = value_end(s, value, n, &f->deepest);
             if (end < 0) {
                 if (value < n && (s[value] == '"' || s[value] == '[' || s[value] == '{')) {
                     run_done(f, &run_start, run_end); /* the open item: from here to n */
@@ -325,7 +329,7 @@ static PyObject *parts(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "need 0 <= start <= end <= len(data), limit >= 1");
         return NULL;
     }
-    Found f = {NULL, 0, 0, 0, -1, -1, NULL};
+    Found f = {NULL, 0, 0, 0, -1, 0, -1, NULL};
     Py_BEGIN_ALLOW_THREADS
     scan((const unsigned char *)data.buf, start, end, limit, &f);
     Py_END_ALLOW_THREADS
@@ -347,9 +351,10 @@ static PyObject *parts(PyObject *self, PyObject *args) {
     free(f.at);
     if (list == NULL)
         return NULL;
+    Py_ssize_t nesting = f.deepest + (f.kind > 0);
     if (f.reason == NULL)
-        return Py_BuildValue("(iNnO)", f.kind, list, (Py_ssize_t)-1, Py_None);
-    return Py_BuildValue("(iNns)", f.kind, list, f.fail_at, f.reason);
+        return Py_BuildValue("(iNnOn)", f.kind, list, (Py_ssize_t)-1, Py_None, nesting);
+    return Py_BuildValue("(iNnsn)", f.kind, list, f.fail_at, f.reason, nesting);
 }
 
 static PyObject *too_deep(PyObject *self, PyObject *args) {

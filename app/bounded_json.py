@@ -71,14 +71,21 @@ def loads(data: bytes, piece_bytes: int = PIECE_BYTES, *, outer_levels: int = 0)
     if parts is None:
         return orjson.loads(data)
     try:
-        deep = too_deep(data, MAX_NESTING, outer_levels)
-        if deep >= 0:
-            raise _Malformed(f"JSON nested deeper than {MAX_NESTING} levels", deep)
         if len(data) <= piece_bytes:
+            _nesting(data, outer_levels)
             return orjson.loads(data)
-        return _value(data, 0, len(data), piece_bytes, 0)
+        found = parts(data, 0, len(data), piece_bytes)
+        if found[3] is not None or found[4] + outer_levels > MAX_NESTING:
+            _nesting(data, outer_levels)  # its scan read every bracket of a body it cuts
+        return _value(data, 0, len(data), piece_bytes, 0, found=found)
     except _Malformed as bad:
         raise _error(data, bad.msg, bad.at) from None
+
+
+def _nesting(data: bytes, outer_levels: int) -> None:
+    deep = too_deep(data, MAX_NESTING, outer_levels)
+    if deep >= 0:
+        raise _Malformed(f"JSON nested too deeply (over {MAX_NESTING} levels)", deep)
 
 
 def utf8_error(data: bytes) -> tuple[int, str] | None:
@@ -109,15 +116,21 @@ def _error(data: bytes, msg: str, at: int) -> orjson.JSONDecodeError:
 
 
 def _value(
-    data: bytes, start: int, end: int, piece_bytes: int, depth: int, frame: bytes = b"%b"
+    data: bytes,
+    start: int,
+    end: int,
+    piece_bytes: int,
+    depth: int,
+    frame: bytes = b"%b",
+    found: tuple[int, list[Any], int, str | None, int] | None = None,
 ) -> Any:
     """The value of ``data[start:end]``; ``frame``: its context, ``[%b]`` for an element or
     ``{"":%b}`` for a member's value, in which orjson reads a small one (where a number runs
-    into a stray byte, its error depends on the container)."""
+    into a stray byte, its error depends on the container); ``found``: its ``parts``."""
     if end - start <= piece_bytes:
         return _unframed(frame, data, start, end)
     if depth < MAX_DEPTH:
-        kind, spans, fail_at, reason = parts(data, start, end, piece_bytes)
+        kind, spans, fail_at, reason, _ = found or parts(data, start, end, piece_bytes)
         if reason != "scalar":
             value = _joined(data, kind, spans, piece_bytes, depth, reason == "open")
             if reason is not None:  # "open": the last item, which does not end, raised first
@@ -127,9 +140,13 @@ def _value(
         return _unframed(frame, data, start, end)
     if depth >= MAX_DEPTH:
         raise _Malformed(
-            f"JSON nests a value over {PIECE_BYTES} bytes deeper than {MAX_DEPTH} levels", start
+            f"JSON nested too deeply (a value over {PIECE_BYTES} bytes at over {MAX_DEPTH} levels)",
+            start,
         )
-    _unframed(frame, data, start, start + 512)  # orjson's error, unless it reads a number
+    probe = start + 512  # orjson's error, unless it reads a number; a character kept whole
+    while data[probe] & 0xC0 == 0x80:
+        probe -= 1
+    _unframed(frame, data, start, probe)
     raise _Malformed(f"JSON number over {PIECE_BYTES} bytes", start)
 
 
@@ -185,7 +202,7 @@ def array_span(data: bytes, key: str) -> tuple[int, int] | None:
     duplicate keys).  A limit of 1 byte makes every member one of its own."""
     if parts is None:
         return None
-    kind, spans, _, reason = parts(data, 0, len(data), 1)
+    kind, spans, _, reason, _ = parts(data, 0, len(data), 1)
     if kind != 2 or reason is not None:
         return None
     found = [(v, b) for a, b, k, v in spans if loads(data[a:k]) == key]

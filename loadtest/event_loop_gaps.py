@@ -14,6 +14,9 @@ process (``toksplice serve``) in front of the stand-in upstream served here:
   extends the first call's, so it is a continuation), with the native and the reference
   encoder;
 * ``quotes-53MB``: a 53 MB body whose one string is escaped quotes (``\\"`` x 26M);
+* ``malformed-60MB``: a 60 MB body of 6,000 messages, valid but for one byte near its end
+  (a 400 naming its position);
+* ``nested-600``: a 60 MB body whose message nests 600 levels (a 400);
 * ``stops-10k``: ``vllm-generate`` with 10,000 stop strings that share 60 characters with
   each other and with the answer, streamed and whole (400,000 characters of answer).
 
@@ -155,6 +158,33 @@ def quotes_53mb(http: httpx.Client) -> None:
     assert reply.status_code == 404, reply.text[:300]
 
 
+def _post_bytes(http: httpx.Client, data: bytes) -> httpx.Response:
+    return http.post(
+        "/v1/chat/completions", content=data, headers={"content-type": "application/json"}
+    )
+
+
+def malformed_60mb(http: httpx.Client) -> None:
+    """A 60 MB body of 6,000 messages, valid but for one byte near its end."""
+    message = orjson.dumps({"role": "user", "content": "word " * 2000})
+    data = bytearray(b'{"model": "m", "messages": [' + b",".join([message] * 6000) + b"]}")
+    data[-5000] = 1  # a control character inside a message's text
+    reply = _post_bytes(http, bytes(data))
+    assert len(data) > 60_000_000
+    assert reply.status_code == 400, reply.text[:300]
+    assert "unexpected control character in string: line 1 column" in reply.text, reply.text
+
+
+def nested_600(http: httpx.Client) -> None:
+    """A 60 MB body whose message nests 600 levels around a 60 MB string."""
+    part = b'{"type": "text", "text": "x", "x": ' + b"[" * 600 + b'"' + b"a" * 60_000_000
+    data = (b'{"model": "m", "messages": [{"role": "user", "content": [' + part + b'"'
+            + b"]" * 600 + b"}]}]}")  # fmt: skip
+    reply = _post_bytes(http, data)
+    assert reply.status_code == 400, reply.text[:300]
+    assert "nested too deeply" in reply.text, reply.text
+
+
 def stops_10k(http: httpx.Client) -> None:
     """``vllm-generate`` with 10,000 stop strings, the answer streamed and then whole."""
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Go."}], "stop": STOPS}
@@ -172,6 +202,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[httpx.Client], None]]] = {
     "append-10M native": ({"dialect": "llamacpp", "cpu_encoder": "native"}, append_10m),
     "append-10M reference": ({"dialect": "llamacpp", "cpu_encoder": "reference"}, append_10m),
     "quotes-53MB": ({"dialect": "llamacpp"}, quotes_53mb),
+    "malformed-60MB": ({"dialect": "llamacpp"}, malformed_60mb),
+    "nested-600": ({"dialect": "llamacpp"}, nested_600),
     "stops-10k": ({"dialect": "vllm-generate"}, stops_10k),
 }
 """Each request, with the proxy settings it runs under."""

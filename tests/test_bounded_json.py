@@ -68,7 +68,7 @@ def _same(data: bytes, piece_bytes: int) -> None:
             value = bounded_json.loads(data, piece_bytes)
         assert type(value) is type(expected)
         assert orjson.dumps(value) == orjson.dumps(expected)  # order of keys included
-    assert max(read, default=0) <= max(piece_bytes, bounded_json.PIECE_BYTES) + 2
+    assert max(read, default=0) <= max(piece_bytes, bounded_json.PIECE_BYTES) + 8  # an escape
 
 
 @settings(max_examples=400)
@@ -161,10 +161,12 @@ def test_nesting_past_512_levels_is_refused_at_every_size(outside: int, piece_by
         with pytest.raises(orjson.JSONDecodeError) as found:
             bounded_json.loads(data, piece_bytes)
         assert str(found.value) == (
-            "JSON nested deeper than 512 levels: line 1 column 513 (char 512)"
+            "JSON nested too deeply (over 512 levels): line 1 column 513 (char 512)"
         )
     line = b'{"messages": [\n' + b"[" * 600  # unclosed too: the nesting is found first
-    with pytest.raises(orjson.JSONDecodeError, match=r"512 levels: line 2 column 511 \(char 525\)"):
+    with pytest.raises(
+        orjson.JSONDecodeError, match=r"512 levels\): line 2 column 511 \(char 525\)"
+    ):
         bounded_json.loads(line, piece_bytes)
 
 
@@ -211,3 +213,75 @@ def test_array_span_is_the_one_top_level_array(
         start, close = span
         assert data[start : start + 1] == b"[" and data[close : close + 1] == b"]"
         assert orjson.loads(data[start : close + 1]) == orjson.loads(data)[key]
+
+
+def _large_body() -> bytes:
+    """A chat body over three pieces, pretty-printed (lines to count): small messages, one
+    large string with escapes and wide characters, a large array of ids, nested objects."""
+    words = ["plain", 'quoted "x"', "tab\there", "é数🙂", "\\path", "line\nbreak", "\u2028"]
+    messages = [
+        {"role": "user", "content": " ".join(words[k % 7] for k in range(j % 40))}
+        for j in range(1500)
+    ]
+    messages.insert(700, {"role": "user", "content": "".join(words) * 9000})
+    tools = [{"type": "function", "function": {"name": f"f{k}", "parameters": {"n": k}}}
+             for k in range(300)]  # fmt: skip
+    body = {"model": "m", "messages": messages, "ids": list(range(60_000)), "tools": tools}
+    return json.dumps(body, indent=1, ensure_ascii=False).encode()
+
+
+_LARGE = _large_body()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_damaged_large_body_is_refused_as_orjson_refuses_it(data: st.DataObject) -> None:
+    """A byte replaced, the body cut short or junk inserted anywhere: the same error as one
+    ``orjson.loads`` of the whole body, from orjson calls that each read a piece at most."""
+    assert len(_LARGE) > 3 * bounded_json.PIECE_BYTES
+    text = bytearray(_LARGE)
+    at = data.draw(st.integers(0, len(text) - 1))
+    edit = data.draw(st.sampled_from(["replace", "truncate", "insert"]))
+    if edit == "truncate":
+        del text[at:]
+    else:
+        junk = data.draw(st.binary(min_size=1, max_size=3) | st.sampled_from(
+            [b'"', b"\\", b",", b":", b"[", b"]", b"{", b"}", b"\\u", b"\xc3", b"\x01", b"-"]
+        ))  # fmt: skip
+        text[at : at + (len(junk) if edit == "replace" else 0)] = junk
+    _same(bytes(text), bounded_json.PIECE_BYTES)
+
+
+def test_a_large_value_past_max_depth_is_refused_and_a_small_one_read() -> None:
+    """Past ``MAX_DEPTH`` levels a value would be scanned once per level: one up to
+    ``PIECE_BYTES`` is read whole there, a larger one refused at its first byte."""
+    depth = bounded_json.MAX_DEPTH + 3
+    for size, refused in ((1000, False), (bounded_json.PIECE_BYTES + 10, True)):
+        inner = b'["' + b"x" * size + b'"]'
+        data = b"[" * depth + inner + b",1" + b"]" * depth
+        if not refused:
+            assert _levels(bounded_json.loads(data, 100)) == _levels(orjson.loads(data))
+            continue
+        with pytest.raises(orjson.JSONDecodeError) as found:
+            bounded_json.loads(data)
+        assert found.value.msg.startswith("JSON nested too deeply (a value over 262144 bytes")
+        assert found.value.pos == bounded_json.MAX_DEPTH  # the first bracket at that level
+
+
+@pytest.mark.parametrize(
+    ("number", "message", "at"),
+    [
+        (b"1." + b"1" * 300_000, "JSON number over 262144 bytes", 10),  # orjson reads it
+        (b"9" * 300_000, "number is infinity when parsed as double", 10),  # orjson's error
+        (b"-" + b"x" * 300_000, "no digit after sign", 11),  # orjson's error
+    ],
+)
+def test_a_scalar_over_a_piece_is_never_read_whole(number: bytes, message: str, at: int) -> None:
+    data = b'{"a": [1, ' + number + b"]}"
+    with pytest.raises(orjson.JSONDecodeError) as found:
+        bounded_json.loads(data)
+    assert (found.value.msg, found.value.pos) == (message, at)
+    if message[0] != "J":
+        with pytest.raises(orjson.JSONDecodeError) as whole:
+            orjson.loads(data)
+        assert _error(found.value) == _error(whole.value)

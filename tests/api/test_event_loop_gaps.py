@@ -1,10 +1,11 @@
 """No request stalls the others: while each hostile request of ``loadtest/event_loop_gaps.py``
 runs (a continuation appending 10M characters, with either CPU encoder; a 53 MB body of
-escaped quotes; ``vllm-generate`` with 10,000 stop strings, streamed and whole),
-``/health/live`` is polled at 20 Hz and every poll must be answered within ``BOUND_S``.
+escaped quotes; a 60 MB body malformed near its end and one nesting 600 levels, both
+refused; ``vllm-generate`` with 10,000 stop strings, streamed and whole), ``/health/live`` is
+polled at 20 Hz and every poll must be answered within ``BOUND_S``.
 
-The bound is behavioural, not a benchmark: each of these requests held the event loop for
-3 to 8 s before its work moved off it (parsing, encoding, stop matching), while on the
+The bound is behavioural, not a benchmark: the first three requests held the event loop for
+3 to 8 s before their work moved off it (parsing, encoding, stop matching), while on the
 2-core machine the tests share with other jobs a poll of an idle proxy has been seen waiting
 a few hundred milliseconds for the CPU alone.  One second tells the two apart with room on
 both sides; the figures themselves come from the script (``docs/benchmarks.md``)."""
