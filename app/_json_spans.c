@@ -316,7 +316,8 @@ static int scan(const unsigned char *s, Py_ssize_t start, Py_ssize_t end, Py_ssi
         f->kind = s[i] == '[' ? 1 : 2;
         return container_parts(s, i, end, limit, f);
     }
-    return stop(f, i, strchr(",:]}", s[i]) != NULL ? VALUE : SCALAR);
+    int glue = s[i] == ',' || s[i] == ':' || s[i] == ']' || s[i] == '}';
+    return stop(f, i, glue ? VALUE : SCALAR);
 }
 
 static PyObject *parts(PyObject *self, PyObject *args) {

@@ -158,29 +158,40 @@ def quotes_53mb(http: httpx.Client) -> None:
     assert reply.status_code == 404, reply.text[:300]
 
 
-def _post_bytes(http: httpx.Client, data: bytes) -> httpx.Response:
+def _post_chunks(http: httpx.Client, chunks: Iterator[bytes]) -> httpx.Response:
+    """A body sent as it is made, a chunk at a time (joining 60 MB would hold this process's
+    GIL, and its poller with it, for longer than the proxy does)."""
     return http.post(
-        "/v1/chat/completions", content=data, headers={"content-type": "application/json"}
+        "/v1/chat/completions", content=chunks, headers={"content-type": "application/json"}
     )
 
 
 def malformed_60mb(http: httpx.Client) -> None:
     """A 60 MB body of 6,000 messages, valid but for one byte near its end."""
     message = orjson.dumps({"role": "user", "content": "word " * 2000})
-    data = bytearray(b'{"model": "m", "messages": [' + b",".join([message] * 6000) + b"]}")
-    data[-5000] = 1  # a control character inside a message's text
-    reply = _post_bytes(http, bytes(data))
-    assert len(data) > 60_000_000
+    bad = message.replace(b"word", b"wo\x01d", 1)  # a control character in its text
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"model": "m", "messages": ['
+        yield from itertools.repeat(message + b",", 5999)
+        yield bad + b"]}"
+
+    assert len(message) * 6000 > 60_000_000
+    reply = _post_chunks(http, chunks())
     assert reply.status_code == 400, reply.text[:300]
     assert "unexpected control character in string: line 1 column" in reply.text, reply.text
 
 
 def nested_600(http: httpx.Client) -> None:
     """A 60 MB body whose message nests 600 levels around a 60 MB string."""
-    part = b'{"type": "text", "text": "x", "x": ' + b"[" * 600 + b'"' + b"a" * 60_000_000
-    data = (b'{"model": "m", "messages": [{"role": "user", "content": [' + part + b'"'
-            + b"]" * 600 + b"}]}]}")  # fmt: skip
-    reply = _post_bytes(http, data)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "text", '
+        yield b'"text": "x", "x": ' + b"[" * 600 + b'"'
+        yield from itertools.repeat(b"a" * 1_000_000, 60)
+        yield b'"' + b"]" * 600 + b"}]}]}"
+
+    reply = _post_chunks(http, chunks())
     assert reply.status_code == 400, reply.text[:300]
     assert "nested too deeply" in reply.text, reply.text
 
