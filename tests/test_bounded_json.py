@@ -285,3 +285,16 @@ def test_a_scalar_over_a_piece_is_never_read_whole(number: bytes, message: str, 
         with pytest.raises(orjson.JSONDecodeError) as whole:
             orjson.loads(data)
         assert _error(found.value) == _error(whole.value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"[-", b"[1, 2, 1.", b'{"a": tru', b'{"a": [1}', b'["abc\\u12', b'"abc\\ud83d', b'["a\\',
+     b'{"k\\uzz": 1 2}', b"[1, 2 3]", b"[0\\]", b'{"a": 1,}', b"[1]  x", b"\n\n [1,\n ,2]",
+     b'["\xc3\xa9\xe6\x95\xb0", x]', b'{"\\u001f\\u"001f": 1}', b"\x01[1]", b" " * 9],
+)  # fmt: skip
+def test_malformed_edges_are_refused_as_orjson_refuses_them(data: bytes) -> None:
+    """Cases the hypothesis tests found: the end of data inside a scalar, a string or an
+    escape; an error inside a key before the scan's; a stray byte at the start."""
+    for piece_bytes in range(1, 8):
+        _same(data, piece_bytes)
