@@ -90,14 +90,30 @@ static Py_ssize_t skip_space(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
     return i;
 }
 
-/* Whether any of the 8 bytes at p is a quote or a backslash (SWAR: a zero byte of the
- * bytes xor the character). */
-static int quote_or_backslash(const unsigned char *p) {
+/* Whether any byte of w is c (SWAR: a zero byte of w xor c). */
+static int has_byte(uint64_t w, unsigned char c) {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t x = w ^ (ones * c);
+    return ((x - ones) & ~x & highs) != 0;
+}
+
+/* Whether any of the 8 bytes at p is a quote or a backslash. */
+static int quote_or_backslash(const unsigned char *p) {
     uint64_t w;
     memcpy(&w, p, 8);
-    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-    return (((q - ones) & ~q) | ((b - ones) & ~b)) & highs ? 1 : 0;
+    return has_byte(w, '"') || has_byte(w, '\\');
+}
+
+/* The first offset from i where s may hold a quote or a bracket, 8 bytes at a time (a
+ * bracket or'ed with 0x20 is a curly one). */
+static Py_ssize_t skip_plain(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
+    const uint64_t spaces = 0x2020202020202020ULL;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        if (has_byte(w, '"') || has_byte(w | spaces, '{') || has_byte(w | spaces, '}'))
+            break;
+    }
+    return i;
 }
 
 /* Just past the closing quote of the string whose opening quote is s[i]; -1 if none. */
@@ -125,7 +141,7 @@ static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t i, Py_ssize_t n,
         return string_end(s, i, n);
     if (s[i] == '[' || s[i] == '{') {
         Py_ssize_t depth = 0;
-        while (i < n) {
+        while ((i = skip_plain(s, i, n)) < n) {
             unsigned char c = s[i];
             if (c == '"') {
                 i = string_end(s, i, n);
@@ -366,7 +382,7 @@ static PyObject *too_deep(PyObject *self, PyObject *args) {
     const unsigned char *s = data.buf;
     Py_ssize_t n = data.len;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; (i = skip_plain(s, i, n)) < n; i++) {
         unsigned char c = s[i];
         if (c == '"') {
             i = string_end(s, i, n) - 1;
