@@ -3,7 +3,7 @@
  * parts(data, start, end, limit) reads the one JSON value of data[start:end] (whitespace
  * around it) without the GIL and says how to parse it in pieces of at most about `limit`
  * bytes, as (kind, spans, fail_at, reason, nesting), nesting being how deeply the value
- * nests where it was read (1 for [1], 2 for [[1]]):
+ * nests where it was read (1 for [1], 2 for [[1]]; left out below):
  *
  *   (0, [a, c1, c2, ..., b], -1, None)  a string whose content is data[a:b], cut at
  *                                c1 < c2 < ...: never inside an escape, a UTF-8 character
