@@ -233,8 +233,15 @@ class TypedSpecials:
         return self._pieces.encode(rendered, masked.tokens, masked.restore, session=session)
 
     def _has_special(self, text: str) -> bool:
-        return any(head in text for head in self._heads) and bool(
-            self._find and self._find.search(text)
+        """Searched a slice at a time, as ``_has_sentinel``; the slices overlap by the longest
+        token less one character, so an occurrence starting in one is found whole in it."""
+        if self._find is None:
+            return False
+        find, heads, reach = self._find.search, self._heads, len(self._tokens[0]) - 1
+        return any(
+            any(text.find(head, k, k + SCAN_STEP + reach) >= 0 for head in heads)
+            and find(text, k, k + SCAN_STEP + reach) is not None
+            for k in range(0, len(text), SCAN_STEP)
         )
 
     def _contains(self, value: Any, test: Callable[[str], bool]) -> bool:
@@ -278,11 +285,14 @@ def _approx_bytes(item: Any) -> int:
     return 256 + sum(4 * len(v) + 64 if isinstance(v, str) else 512 for v in item.values())
 
 
+SCAN_STEP = 1 << 20
+"""Characters a search of client text reads in one call: one regex search holds the GIL, ~50
+ms over 10M characters."""
+
+
 def _has_sentinel(text: str) -> bool:
-    """Searched a slice at a time (the pattern is one character): one regex search holds the
-    GIL, ~50 ms over 10M characters."""
-    step = 1 << 20
-    return any(_SENTINELS.search(text, k, k + step) for k in range(0, len(text), step))
+    """Searched a slice at a time (the pattern is one character)."""
+    return any(_SENTINELS.search(text, k, k + SCAN_STEP) for k in range(0, len(text), SCAN_STEP))
 
 
 def _map_strings(value: Any, change: Callable[[str], str]) -> Any:

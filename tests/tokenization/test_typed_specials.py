@@ -226,9 +226,10 @@ def test_specials_in_object_keys_are_masked_at_any_depth(typed: TypedSpecials, d
         assert masked is not None
         for part in (masked.messages, masked.tools, masked.template_kwargs):
             assert "<|im_" not in orjson.dumps(part).decode()
-        assert masked.restore(orjson.dumps(masked.data).decode()) == orjson.dumps(
-            ([{"role": "user", "content": "hi"}, *m], t, k)
-        ).decode()
+        assert (
+            masked.restore(orjson.dumps(masked.data).decode())
+            == orjson.dumps(([{"role": "user", "content": "hi"}, *m], t, k)).decode()
+        )
 
 
 def test_a_sentinel_in_a_key_is_refused(typed: TypedSpecials) -> None:
@@ -241,3 +242,25 @@ def test_a_sentinel_in_a_key_is_refused(typed: TypedSpecials) -> None:
     with pytest.raises(BadRequestError, match="reserves"):
         typed.mask(messages, None, template_kwargs={"\U0010fd00": 1})
     assert typed.mask([{"role": "user", "content": "plain"}], tools) is None  # no masking, no clash
+
+
+@settings(max_examples=300, deadline=None)
+@given(contents, st.integers(1, 40), st.booleans())
+def test_client_text_searched_in_slices_finds_what_one_search_finds(
+    typed: TypedSpecials, text: str, step: int, sentinel: bool
+) -> None:
+    """Searches of long client text go a slice at a time (``SCAN_STEP`` characters, slices
+    overlapping by a token's length): with slices of a few characters, a special token and a
+    sentinel are found exactly where one search over the whole text finds them."""
+    import re
+
+    from app.sessions import typed_specials
+
+    whole = re.compile("|".join(map(re.escape, typed._tokens)))
+    if sentinel:
+        text = text[: len(text) // 2] + "\U0010fd00" + text[len(text) // 2 :]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typed_specials, "SCAN_STEP", step)
+        assert typed._has_special(text) == (whole.search(text) is not None)
+        found = typed_specials._SENTINELS.search(text) is not None
+        assert typed_specials._has_sentinel(text) == found == sentinel
