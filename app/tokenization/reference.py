@@ -63,7 +63,7 @@ class ReferenceEncoder:
         serialized = tokenizer.to_str()
         self._byte_lengths, self._normal_form = _byte_level_lengths(tokenizer, serialized)
         self._process_chars = process_chars
-        self._process = ReferenceProcess(serialized) if process_chars is not None else None
+        self._process = ReferenceProcess(tokenizer) if process_chars is not None else None
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReferenceEncoder:

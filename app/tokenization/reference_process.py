@@ -29,6 +29,7 @@ from typing import IO
 
 import numpy as np
 import numpy.typing as npt
+from tokenizers import Tokenizer
 
 log = logging.getLogger("toksplice")
 
@@ -49,10 +50,11 @@ class ReferenceProcessLost(Exception):
 
 
 class ReferenceProcess:
-    """A child process encoding with the tokenizer given as JSON; one call at a time."""
+    """A child process encoding with ``tokenizer`` (sent as its JSON when the child starts:
+    megabytes not held by every encoder that never starts one); one call at a time."""
 
-    def __init__(self, tokenizer_json: str) -> None:
-        self._json = tokenizer_json.encode("utf-8")
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
         self._lock = threading.Lock()
         self._child: subprocess.Popen[bytes] | None = None
         _LIVE.add(self)
@@ -91,7 +93,7 @@ class ReferenceProcess:
         assert child.stdin is not None
         self._child = child
         with contextlib.suppress(OSError):  # a child gone at once fails the call that follows
-            _send(child.stdin, [self._json])
+            _send(child.stdin, [self._tokenizer.to_str().encode("utf-8")])
         log.info("reference encoder child process started (pid %d)", child.pid)
         return child
 
@@ -163,8 +165,6 @@ def _arrays(stream: IO[bytes]) -> tuple[Int32s, Int32s]:
 
 def child_main() -> None:
     """The child: the tokenizer's JSON, then lists of texts from stdin, answered in order."""
-    from tokenizers import Tokenizer
-
     from app.tokenization.reference import ReferenceEncoder
 
     requests = sys.stdin.buffer
