@@ -39,7 +39,7 @@ MIDDLE = ("protocol", "rendering", "sessions", "upstream", "telemetry")
 ROOT = ("main", "serve", "__main__", "tools", "http_guard")
 LEAVES = (
     "errors", "pieced_text", "generation", "gguf_file", "tokenizer_spec", "byte_level", "memos",
-    "process_memory", "bounded_json", "_json_spans",
+    "process_memory", "bounded_json", "_json_spans", "stdio_child",
 )  # fmt: skip
 UNTOKENIZED = ("protocol", "rendering", "upstream")
 RANKS = {"root": 6, "api": 5, "service": 4, **dict.fromkeys(MIDDLE, 3), "config": 2,

@@ -20,7 +20,6 @@ at the next check, and the check it was running is tried once more in the new on
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
@@ -36,6 +35,7 @@ import numpy as np
 import orjson
 from tokenizers import Tokenizer
 
+from app import stdio_child
 from app.telemetry.checked import CheckedTokenizer
 from app.telemetry.oracle import Oracle, first_divergence
 from app.telemetry.oracle_source import RenderSource, Template, oracle_prompt, special_pattern
@@ -44,9 +44,6 @@ from app.tokenization.reference import IdArray
 log = logging.getLogger("toksplice.shadow")
 
 Buffer = bytes | bytearray | memoryview
-
-_CLOSE_S = 10.0
-"""How long ``close`` waits for the child to finish its check and exit before killing it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,25 +179,14 @@ class OracleProcess:
 
     def _start(self) -> subprocess.Popen[bytes]:
         self._loaded.clear()
-        self._child = subprocess.Popen(
-            [sys.executable, "-c", f"from {__name__} import child_main; child_main()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
+        self._child = stdio_child.start(__name__)
         log.info("shadow verifier child process started (pid %d)", self._child.pid)
         return self._child
 
     def _stop(self) -> None:
         child, self._child = self._child, None
-        assert child is not None and child.stdin is not None and child.stdout is not None
-        with contextlib.suppress(OSError):  # it may be gone already
-            child.stdin.close()  # the child's end of input: it exits
-        try:
-            child.wait(_CLOSE_S)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        child.stdout.close()
+        assert child is not None
+        stdio_child.stop(child)
 
 
 @dataclass

@@ -31,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
+from app import stdio_child
+
 log = logging.getLogger("toksplice")
 
 PROCESS_CHARS = 1 << 20
@@ -38,8 +40,6 @@ PROCESS_CHARS = 1 << 20
 path holds the GIL longer than the round trip through the child does (measured on 2 cores,
 ``loadtest/reference_process_cost.py``: 1M characters ~4 ms in-thread against ~2-3.5 through
 the child, 4M ~22 ms against ~4; under 1M the child saves nothing)."""
-_CLOSE_S = 10.0
-"""How long ``close`` waits for the child to finish its encode and exit before killing it."""
 _COUNT = struct.Struct("<q")
 
 Int32s = npt.NDArray[np.int32]
@@ -85,13 +85,8 @@ class ReferenceProcess:
                 self._stop(kill=False)
 
     def _start(self) -> subprocess.Popen[bytes]:
-        child = subprocess.Popen(
-            [sys.executable, "-c", f"from {__name__} import child_main; child_main()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
+        child = self._child = stdio_child.start(__name__)
         assert child.stdin is not None
-        self._child = child
         with contextlib.suppress(OSError):  # a child gone at once fails the call that follows
             _send(child.stdin, [self._tokenizer.to_str().encode("utf-8")])
         log.info("reference encoder child process started (pid %d)", child.pid)
@@ -99,17 +94,8 @@ class ReferenceProcess:
 
     def _stop(self, *, kill: bool) -> None:
         child, self._child = self._child, None
-        assert child is not None and child.stdin is not None and child.stdout is not None
-        if kill:
-            child.kill()
-        with contextlib.suppress(OSError):  # it may be gone already
-            child.stdin.close()  # the child's end of input: it exits
-        try:
-            child.wait(_CLOSE_S)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        child.stdout.close()
+        assert child is not None
+        stdio_child.stop(child, kill=kill)
 
 
 _LIVE: weakref.WeakSet[ReferenceProcess] = weakref.WeakSet()
