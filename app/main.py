@@ -16,7 +16,12 @@ from fastapi import Depends, FastAPI
 from app.api import chat, debug, errors, messages, models, openai_responses
 from app.api.auth import ApiKeys, authenticate
 from app.config import Settings
-from app.process_memory import ReturnFreedMemory, freeze_startup_heap, trim_floor
+from app.process_memory import (
+    ReturnFreedMemory,
+    freeze_startup_heap,
+    thaw_startup_heap,
+    trim_floor,
+)
 from app.protocol.anthropic_request import ChatTranslator as AnthropicTranslator
 from app.protocol.incremental_json import BodyParser
 from app.protocol.output import resolve as resolve_tool_format
@@ -81,6 +86,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             if isinstance(store, RedisStore):
                 await anyio.to_thread.run_sync(store.close)
             sys.setswitchinterval(switch)
+            thaw_startup_heap()
 
     app = FastAPI(title="toksplice", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
