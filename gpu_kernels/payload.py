@@ -152,8 +152,28 @@ def windows_normalized(data: bytes, begin: Offsets, end: Offsets) -> bool:
     joined text only if each window is its own NFC (the first that is not would differ from it
     or be a proper prefix or extension of it, and a text canonically equivalent to another
     cannot be: their decompositions agree, length included)."""
-    windows = zip(begin.tolist(), end.tolist(), strict=True)
-    return is_normalized("NFC", b"\n".join([data[b:e] for b, e in windows]).decode())
+    return is_normalized("NFC", joined_windows(data, begin, end).decode())
+
+
+def joined_windows(data: bytes, begin: Offsets, end: Offsets) -> bytes:
+    """The windows ``data[b:e]`` joined by newlines, gathered at once (a text in decomposed
+    Vietnamese has a window every few characters: a slice per window cost more than the
+    normalizing)."""
+    if len(begin) == 0:
+        return b""
+    starts = np.full(2 * len(begin) - 1, len(data), dtype=np.int64)
+    lengths = np.ones(len(starts), dtype=np.int64)
+    starts[::2], lengths[::2] = begin, np.asarray(end) - begin
+    return gathered(data + b"\n", starts, lengths)
+
+
+def gathered(source: bytes, starts: Offsets, lengths: Offsets) -> bytes:
+    """``source[s:s + n]`` for each start and length, concatenated."""
+    before = np.cumsum(lengths) - lengths  # where each range begins in the result
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths)
+    at = np.arange(len(shift), dtype=np.int64) + shift
+    found: bytes = np.frombuffer(source, dtype=np.uint8)[at].tobytes()
+    return found
 
 
 def marked(payload: Payload) -> Bytes:

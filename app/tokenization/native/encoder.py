@@ -25,15 +25,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from app.tokenization.native._native import Encoder
 from app.tokenization.native.added_tokens import NativeAddedSpans
-from app.tokenization.native.nfc import normalized
+from app.tokenization.native.nfc import Alignment, normalized
 from app.tokenization.reference import IdArray, OffsetArray, ReferenceEncoder
 from gpu_kernels.char_bpe import CharacterMergeTable
 from gpu_kernels.char_classes import ClassTable
-from gpu_kernels.payload import Payload, windows_normalized
+from gpu_kernels.payload import Payload
 from gpu_kernels.plan import EncoderPlan
 
 FAMILIES = (
@@ -150,8 +149,11 @@ class NativeEncoder:
             found = self._encoded(payload)
         if isinstance(found, bytes):
             begin, end = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).T
-            if not windows_normalized(payload.data, begin, end):
-                return self._normalized(payload, begin, end)
+            nfc = normalized(payload, begin, end)
+            if nfc is None:
+                return self._declines("NFC changes text next to an added token")
+            if nfc[0].rewritten:
+                return self._normalized(*nfc)
             found = self._encoded(payload)
         return self._result(payload, *found) if isinstance(found, tuple) else None
 
@@ -170,14 +172,8 @@ class NativeEncoder:
         with _probe_lock:
             self.plan.classes.ensure(np.asarray(missing, dtype=np.int64))
 
-    def _normalized(
-        self, payload: Payload, begin: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
-    ) -> tuple[IdArray, OffsetArray] | None:
-        """Encode of a payload NFC changes in the windows [begin, end)."""
-        found = normalized(payload, begin, end)
-        if found is None:
-            return self._declines("NFC changes text next to an added token")
-        nfc, alignment = found
+    def _normalized(self, nfc: Payload, alignment: Alignment) -> tuple[IdArray, OffsetArray] | None:
+        """Encode of a payload's NFC ``nfc``, its tokens' ends moved back by ``alignment``."""
         encoded = self._encoded(nfc, moves=alignment.moves())
         if not isinstance(encoded, tuple):
             return None

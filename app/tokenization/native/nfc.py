@@ -22,7 +22,7 @@ from unicodedata import normalize
 import numpy as np
 import numpy.typing as npt
 
-from gpu_kernels.payload import Payload
+from gpu_kernels.payload import Payload, gathered, joined_windows
 
 _Offsets = npt.NDArray[np.int64]
 
@@ -46,43 +46,54 @@ class Alignment(NamedTuple):
 def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, Alignment] | None:
     """``raw`` (a payload, its stretches as they are) with every stretch in NFC, and how the
     two line up, from the windows [begin, end) where NFC may change it; None when a window
-    touches an added token (the reference normalizes each stretch alone)."""
+    touches an added token (the reference normalizes each stretch alone) and NFC changes one.
+    ``raw`` itself (not ``rewritten``) when NFC changes no window."""
+    windows, news = _each_normalized(raw.data, begin, end)
+    changed = np.fromiter(map(operator.ne, news, windows), dtype=bool, count=len(news))
+    if not changed.any():
+        return raw, Alignment(begin[:0], end[:0], begin[:0])
     after = np.searchsorted(raw.span_end, begin, side="right")  # each's first span ending after
     listed = after < len(raw.span_begin)
     if np.any(raw.span_begin[after[listed]] < end[listed]):  # it begins inside the window
         return None
-    # The text cut at the windows' ends (they are in order, apart): gaps and windows alternate.
-    cuts = np.empty(2 * len(begin) + 2, dtype=np.int64)
-    cuts[0], cuts[1:-1:2], cuts[2:-1:2], cuts[-1] = 0, begin, end, len(raw.data)
-    parts = [raw.data[a:b] for a, b in itertools.pairwise(cuts.tolist())]
-    windows = parts[1::2]
-    parts[1::2] = news = _each_normalized(windows)
-    changed = np.fromiter(map(operator.ne, news, windows), dtype=bool, count=len(news))
-    delta = np.fromiter(map(len, news), dtype=np.int64, count=len(news)) - (end - begin)
-    gained = np.cumsum(delta[changed])
-    starts, stops = begin[changed] + gained - delta[changed], end[changed] + gained
+    new = list(itertools.compress(news, changed))
+    grown = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+    old_begin, old_end = begin[changed], end[changed]
+    delta = grown - (old_end - old_begin)
+    gained = np.cumsum(delta)
+    starts, stops = old_begin + gained - delta, old_end + gained
     alignment = Alignment(starts, stops, gained)
+    # The text's gaps between the changed windows and the windows' NFC alternate.
+    ranges, lengths = np.empty(2 * len(new) + 1, np.int64), np.empty(2 * len(new) + 1, np.int64)
+    ranges[0::2] = np.concatenate(([0], old_end))
+    lengths[0::2] = np.concatenate((old_begin, [len(raw.data)])) - ranges[0::2]
+    ranges[1::2], lengths[1::2] = len(raw.data) + np.cumsum(grown) - grown, grown
+    data = gathered(raw.data + b"".join(new), ranges, lengths)
     # Spans lie outside every window: each moves by what the windows before it gained.
     before = np.searchsorted(alignment.end - alignment.gained, raw.span_begin, side="right")
     moved = np.where(before > 0, alignment.gained[np.maximum(before - 1, 0)], 0)
     payload = Payload(
-        b"".join(parts), raw.span_begin + moved, raw.span_end + moved, raw.added_ids,
+        data, raw.span_begin + moved, raw.span_end + moved, raw.added_ids,
         rewritten=bool(len(starts)), assumed=False,
     )  # fmt: skip
     return payload, alignment
 
 
-def _each_normalized(windows: list[bytes]) -> list[bytes]:
-    """The NFC of each window, in one ``normalize`` of the windows joined by newlines, not one
-    per window: a newline is a character NFC neither joins to its neighbours nor moves a mark
-    across, so the joined text normalizes window by window, and each window's NFC keeps its
-    own newlines (NFC makes and takes none), which tell where each one ends."""
-    joined = normalize("NFC", b"\n".join(windows).decode()).encode().split(b"\n")
-    if len(joined) == len(windows):  # no window holds a newline of its own
-        return joined
-    out, at = [], 0
+def _each_normalized(
+    data: bytes, begin: _Offsets, end: _Offsets
+) -> tuple[list[bytes], list[bytes]]:
+    """Each window and its NFC, from one ``normalize`` of the windows joined by newlines, not
+    one per window: a newline is a character NFC neither joins to its neighbours nor moves a
+    mark across, so the joined text normalizes window by window, and each window's NFC keeps
+    its own newlines (NFC makes and takes none), which tell where each one ends."""
+    joined = joined_windows(data, begin, end)
+    lines, new_lines = joined.split(b"\n"), normalize("NFC", joined.decode()).encode().split(b"\n")
+    if len(lines) == len(begin):  # no window holds a newline of its own
+        return lines, new_lines
+    windows = [data[b:e] for b, e in zip(begin.tolist(), end.tolist(), strict=True)]
+    news, at = [], 0
     for window in windows:
-        lines = window.count(b"\n") + 1
-        out.append(b"\n".join(joined[at : at + lines]))
-        at += lines
-    return out
+        count = window.count(b"\n") + 1
+        news.append(b"\n".join(new_lines[at : at + count]))
+        at += count
+    return windows, news
