@@ -8,6 +8,7 @@ import random
 import unicodedata
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -57,6 +58,11 @@ def test_long_pieces_come_back_from_the_cache_exact(
 )
 def test_windows_normalized_together_as_each_alone(windows: list[str]) -> None:
     """One NFC of the windows joined by newlines, cut back apart, is each window's NFC, with
-    newlines inside windows and at their edges."""
-    got = _each_normalized([w.encode() for w in windows])
+    newlines inside windows and at their edges; the windows lie in a text with gaps between."""
+    parts = [w.encode() for w in windows]
+    data = b"x".join(parts)
+    ends = np.cumsum([len(p) + 1 for p in parts], dtype=np.int64) - 1
+    begins = ends - np.asarray([len(p) for p in parts], dtype=np.int64)
+    got_windows, got = _each_normalized(data, begins, ends)
+    assert got_windows == parts
     assert got == [unicodedata.normalize("NFC", w).encode() for w in windows]
