@@ -16,9 +16,9 @@ enum {
 };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
- * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 16 at a time); folds,
+ * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 64 at a time); folds,
  * kinds, numeric and han are looked up through the tables. */
-#define RUN_PAD 16
+#define RUN_PAD 65
 typedef struct {
     const uint32_t *cp;
     const uint8_t *cls;

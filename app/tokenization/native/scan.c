@@ -63,24 +63,121 @@ static size_t whitespace(const Stretch *s, size_t i, size_t n, int newlines) {
     return b;
 }
 
-/* cl100k / Llama-3 (digits = 3) and Qwen2 (digits = 1). */
-static size_t cl100k_match(const Stretch *s, size_t i, size_t digits) {
-    uint8_t c = s->cls[i];
-    size_t m = contraction(s, i);
-    if (m) return i + m;
-    if (c != C_NL && c != C_L && c != C_N && CLS(i + 1) == C_L) return run_of(s, i + 1, C_L);
-    if (c == C_L) return run_of(s, i, C_L);
-    if (c == C_N) {
-        size_t e = i;
-        while (e < s->n && s->cls[e] == C_N && e - i < digits) e++;
-        return e;
+/* cl100k / Llama-3 (digits = 3) and Qwen2 (digits = 1), 64 characters at a time: whether a
+ * character starts a piece depends only on the classes around it and a few facts of the runs
+ * it is in (gpu_kernels.piece_starts.cl100k_starts, the GPU's predicates, as bit masks), so
+ * the starts of a block are a few dozen mask operations and no branch per piece. */
+
+/* Bit j of each mask: the class of character base + j (none past the stretch's end). */
+typedef struct { uint64_t nl, sp, ws, l, n, ap, p; } Masks;
+
+static inline uint64_t eq64(const uint8_t *c, uint8_t v) {
+#if defined(__SSE2__)
+    __m128i k = _mm_set1_epi8((char)v);
+    uint64_t m = 0;
+    for (int q = 0; q < 4; q++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(c + 16 * q));
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, k)) << (16 * q);
     }
-    size_t p = (s->cp[i] == ' ' && is_punct(CLS(i + 1))) ? i + 1 : i;
-    if (is_punct(CLS(p))) {
-        size_t e = punct_run(s, p);
-        return run_of(s, e, C_NL);
+    return m;
+#else
+    uint64_t m = 0;
+    for (int j = 0; j < 64; j++) m |= (uint64_t)(c[j] == v) << j;
+    return m;
+#endif
+}
+
+static inline Masks masks_at(const uint8_t *cls) {
+    return (Masks){eq64(cls, C_NL), eq64(cls, C_SP), eq64(cls, C_WS), eq64(cls, C_L),
+                   eq64(cls, C_N),  eq64(cls, C_AP), eq64(cls, C_P)};
+}
+
+/* x at j - 1 and j - 2 (the previous block's bits shifted in). */
+#define BACK1(x, prev) ((x) << 1 | (prev) >> 63)
+#define BACK2(x, prev) ((x) << 2 | (prev) >> 62)
+
+/* The bits of m smeared down through the runs of g (each bit of m set at every position of
+ * g's run below it): a position whose run of g goes on to a bit of m. */
+static inline uint64_t smear_down(uint64_t m, uint64_t g) {
+    for (int d = 1; d < 64; d *= 2) {
+        m |= (m >> d) & g;
+        g &= g >> d;
     }
-    return whitespace(s, i, s->n, 1);
+    return m;
+}
+
+static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
+    Masks prev = {0};
+    uint64_t digit_starts = 0, absorbed = 0, pending = 0;
+    size_t k = 0, zrun_end = 0; /* the end of the run of SP/WS the last block ended in */
+    for (size_t base = 0; base < s->n; base += 64) {
+        const uint8_t *c = s->cls + base;
+        Masks m = masks_at(c);
+        uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
+        uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws; /* \s; \s but newlines */
+        uint64_t found = pending;
+        pending = 0;
+        if (base == 0) found |= 1;
+        /* \p{N}{1,3}: at offsets 0, 3, 6... of a run of digits (Qwen2: every digit). */
+        if (digits == 1) {
+            found |= m.n;
+        } else if (m.n) {
+            uint64_t three = m.n & BACK1(m.n, prev.n) & BACK2(m.n, prev.n);
+            uint64_t got = m.n & ~BACK1(m.n, prev.n), step;
+            while ((step = ((got << 3 | digit_starts >> 61) & three) & ~got)) got |= step;
+            digit_starts = got;
+            found |= got;
+        } else {
+            digit_starts = 0;
+        }
+        /* Punctuation starts unless after punctuation or U+0020 (that space is its prefix). */
+        found |= punct & ~BACK1(punct, pp) & ~BACK1(m.sp, prev.sp);
+        /* A run of letters starts unless after \s other than a newline, or after one
+         * punctuation character not after U+0020 (its prefix); after a lone ', a
+         * contraction ends a piece inside the run. */
+        uint64_t lone = BACK1(punct, pp) & ~BACK2(punct, pp);
+        uint64_t prefixed = lone & ~BACK2(m.sp, prev.sp);
+        uint64_t first = m.l & ~BACK1(m.l, prev.l);
+        found |= first & ~(BACK1(m.sp, prev.sp) | BACK1(m.ws, prev.ws) | prefixed);
+        for (uint64_t opens = first & BACK1(m.ap, prev.ap) & prefixed; opens; opens &= opens - 1) {
+            size_t j = (size_t)__builtin_ctzll(opens), at = base + j;
+            uint8_t a = FOLD(at), b = FOLD(at + 1);
+            size_t cut = 0;
+            if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L))
+                cut = j + 2;
+            else if (a == F_S || a == F_T || a == F_M || a == F_D)
+                cut = j + 1;
+            if (cut >= 64) pending |= (uint64_t)1 << (cut - 64);
+            else if (cut) found |= (uint64_t)1 << cut;
+        }
+        /* Whitespace runs [a, b): punctuation before a absorbs the newlines opening the run;
+         * what is left starts at a', after the run's last newline t, and at b - 1 when b - 1 >
+         * max(t + 1, a') and the stretch goes on at b (\s+(?!\S) hands it to what follows). */
+        uint64_t opening = space & ~BACK1(m.nl | m.sp | m.ws, prev.nl | prev.sp | prev.ws);
+        uint64_t eaten = opening & BACK1(punct, pp) & m.nl;
+        eaten |= (absorbed >> 63) & m.nl & 1; /* newlines absorbed in the last block go on */
+        eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
+        found |= (opening & ~eaten) | (BACK1(eaten, absorbed) & blank);
+        absorbed = eaten;
+        uint64_t next_space = c[64] <= C_WS, next_any = c[64] != 255;
+        uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
+        if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
+            if (zrun_end <= base + 64) /* else the run the last block found goes on here */
+                for (zrun_end = base + 64;
+                     zrun_end < s->n && (s->cls[zrun_end] == C_SP || s->cls[zrun_end] == C_WS);)
+                    zrun_end++;
+            ahead_nl |= (uint64_t)(zrun_end < s->n && s->cls[zrun_end] == C_NL) << 63;
+        }
+        uint64_t before_nl = smear_down(blank & ahead_nl, blank); /* a newline follows */
+        found |= blank & BACK1(m.nl, prev.nl) & ~before_nl;
+        uint64_t last = space & ~(space >> 1 | next_space << 63);
+        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | next_any << 63;
+        found |= last & blank & BACK1(blank, prev.sp | prev.ws) & more;
+        prev = m;
+        if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
+        for (; found; found &= found - 1) starts[k++] = (uint32_t)(base + __builtin_ctzll(found));
+    }
+    return k;
 }
 
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
@@ -312,8 +409,8 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_DEEPSEEK_V3: return deepseek_pieces(s, starts);
     case FAM_SPACES_REPLACED: return spaces_replaced_pieces(s, starts);
     case FAM_GPT2_DIGITS: return gpt2_digits_pieces(s, starts);
-    case FAM_CL100K: PIECES(cl100k_match(s, i, 3));
-    case FAM_QWEN2: PIECES(cl100k_match(s, i, 1));
+    case FAM_CL100K: return cl100k_pieces(s, starts, 3);
+    case FAM_QWEN2: return cl100k_pieces(s, starts, 1);
     case FAM_GPT2: PIECES(gpt2_match(s, i));
     case FAM_TEKKEN: PIECES(o200k_match(s, i, 0, 1, 0));
     case FAM_QWEN35: PIECES(qwen35_match(s, i));
