@@ -332,6 +332,26 @@ static inline int cjk(uint32_t c) {
            (c >= 0x30A0 && c <= 0x30FF);
 }
 
+/* The first character from i on that is a digit or at U+3040 or above (where CJK begins), 16
+ * at a time: most of DeepSeek-V3's segments are text below it, read to its end first. */
+static size_t below_cjk(const Stretch *s, size_t i) {
+#if defined(__SSE2__)
+    const __m128i top = _mm_set1_epi32(0x303F), digit = _mm_set1_epi8(C_N);
+    for (; i + 16 <= s->n; i += 16) {
+        const __m128i *cp = (const __m128i *)(s->cp + i);
+        __m128i a = _mm_packs_epi32(_mm_cmpgt_epi32(_mm_loadu_si128(cp), top),
+                                    _mm_cmpgt_epi32(_mm_loadu_si128(cp + 1), top));
+        __m128i b = _mm_packs_epi32(_mm_cmpgt_epi32(_mm_loadu_si128(cp + 2), top),
+                                    _mm_cmpgt_epi32(_mm_loadu_si128(cp + 3), top));
+        __m128i digits = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(s->cls + i)), digit);
+        unsigned stop = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_packs_epi16(a, b), digits));
+        if (stop) return i + (size_t)__builtin_ctz(stop);
+    }
+#endif
+    while (i < s->n && s->cp[i] < 0x3040 && s->cls[i] != C_N) i++;
+    return i;
+}
+
 /* \p{N}{1,3} isolated, then CJK runs isolated, then the third split in every segment left
  * (digit groups included, which it leaves whole); what no alternative matches is one piece
  * per unmatched run. */
@@ -347,8 +367,7 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         }
         int in_cjk = cjk(s->cp[i]);
         b = i;
-        if (!in_cjk) /* below the first CJK code point, not a digit */
-            while (b < n && s->cp[b] < 0x3040 && s->cls[b] != C_N) b++;
+        if (!in_cjk) b = below_cjk(s, b);
         for (; b < n && s->cls[b] != C_N && cjk(s->cp[b]) == in_cjk; b++) {}
         int gap = 0;
         while (i < b) {
