@@ -290,98 +290,131 @@ static size_t qwen35_match(const Stretch *s, size_t i) {
     return whitespace(s, i, s->n, 1);
 }
 
-/* DeepSeek-V3's third split, inside a segment ending at b; 0 where nothing matches. */
-static inline int ascii_letter(uint32_t c) { return ((c | 0x20) >= 'a') && ((c | 0x20) <= 'z'); }
-static inline int ascii_punct(uint32_t c) {
-    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-           (c >= 0x7B && c <= 0x7E);
-}
-#define SEG_CP(i) ((i) < b ? s->cp[i] : 0x110000u)
-#define LM(i) ((i) < b && (s->cls[i] == C_L || s->kinds[s->cp[i]] == K_MARK))
-#define PS(i) ((i) < b && s->kinds[s->cp[i]] == K_SYMBOL)
-
-/* The end of [\p{L}\p{M}]+ at i (one of them), in a segment ending at b. */
-static size_t letters_or_marks(const Stretch *s, size_t i, size_t b) {
-    size_t e = run_of(s, i, C_L);
-    for (e = e < b ? e : b; LM(e); e++) {}
-    return e;
-}
-
-static size_t deepseek_match(const Stretch *s, size_t i, size_t b) {
-    uint32_t c = s->cp[i];
-    uint8_t cls = s->cls[i];
-    size_t e;
-    if (ascii_punct(c) && ascii_letter(SEG_CP(i + 1))) {
-        for (e = i + 1; e < b && ascii_letter(s->cp[e]); e++) {}
-        return e;
-    }
-    if (cls != C_NL && cls != C_L && !PS(i) && LM(i + 1)) return letters_or_marks(s, i + 1, b);
-    if (LM(i)) return letters_or_marks(s, i, b);
-    size_t p = (c == ' ' && PS(i + 1)) ? i + 1 : i;
-    if (PS(p)) {
-        for (e = p; PS(e); e++) {}
-        while (e < b && s->cls[e] == C_NL) e++;
-        return e;
-    }
-    if (is_space(cls)) return whitespace(s, i, b, 1);
-    return 0;
-}
+/* DeepSeek-V3 as bit masks too (gpu_kernels.deepseek_starts): \p{N}{1,3} and CJK runs are
+ * segments of their own, and inside each the third split's starts are cl100k's with its
+ * classes: ASCII letters, other letters and marks, ASCII punctuation, other \p{P}\p{S},
+ * whitespace, and OTHER (what no class takes: a letter's prefix, else a piece per run). */
 
 static inline int cjk(uint32_t c) {
     return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x309F) ||
            (c >= 0x30A0 && c <= 0x30FF);
 }
 
-/* The first character from i on that is a digit or at U+3040 or above (where CJK begins), 16
- * at a time: most of DeepSeek-V3's segments are text below it, read to its end first. */
-static size_t below_cjk(const Stretch *s, size_t i) {
+/* Bits of the count (<= 64) code points at cp: above ASCII, ASCII controls, and CJK (its
+ * ranges being U+4E00-U+9FA5 and U+3040-U+30FF). */
+static inline void cp_masks(const uint32_t *cp, size_t count, uint64_t *wide, uint64_t *control,
+                            uint64_t *in_cjk) {
+    *wide = *control = *in_cjk = 0;
 #if defined(__SSE2__)
-    const __m128i top = _mm_set1_epi32(0x303F), digit = _mm_set1_epi8(C_N);
-    for (; i + 16 <= s->n; i += 16) {
-        const __m128i *cp = (const __m128i *)(s->cp + i);
-        __m128i a = _mm_packs_epi32(_mm_cmpgt_epi32(_mm_loadu_si128(cp), top),
-                                    _mm_cmpgt_epi32(_mm_loadu_si128(cp + 1), top));
-        __m128i b = _mm_packs_epi32(_mm_cmpgt_epi32(_mm_loadu_si128(cp + 2), top),
-                                    _mm_cmpgt_epi32(_mm_loadu_si128(cp + 3), top));
-        __m128i digits = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(s->cls + i)), digit);
-        unsigned stop = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_packs_epi16(a, b), digits));
-        if (stop) return i + (size_t)__builtin_ctz(stop);
+    if (count == 64) {
+        const __m128i del = _mm_set1_epi32(0x7F), space = _mm_set1_epi32(0x20);
+        const __m128i kana = _mm_set1_epi32(0x303F), kana_end = _mm_set1_epi32(0x3100);
+        const __m128i han = _mm_set1_epi32(0x4DFF), han_end = _mm_set1_epi32(0x9FA6);
+        for (int q = 0; q < 16; q += 4) {
+            __m128i w[4], c[4], h[4];
+            for (int r = 0; r < 4; r++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(cp + 4 * (q + r)));
+                w[r] = _mm_cmpgt_epi32(v, del);
+                c[r] = _mm_or_si128(_mm_cmplt_epi32(v, space), _mm_cmpeq_epi32(v, del));
+                h[r] = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi32(v, kana), _mm_cmplt_epi32(v, kana_end)),
+                                    _mm_and_si128(_mm_cmpgt_epi32(v, han), _mm_cmplt_epi32(v, han_end)));
+            }
+            __m128i ws = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+            __m128i cs = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
+            __m128i hs = _mm_packs_epi16(_mm_packs_epi32(h[0], h[1]), _mm_packs_epi32(h[2], h[3]));
+            *wide |= (uint64_t)(uint16_t)_mm_movemask_epi8(ws) << (4 * q);
+            *control |= (uint64_t)(uint16_t)_mm_movemask_epi8(cs) << (4 * q);
+            *in_cjk |= (uint64_t)(uint16_t)_mm_movemask_epi8(hs) << (4 * q);
+        }
+        return;
     }
 #endif
-    while (i < s->n && s->cp[i] < 0x3040 && s->cls[i] != C_N) i++;
-    return i;
+    for (size_t j = 0; j < count; j++) {
+        *wide |= (uint64_t)(cp[j] > 0x7F) << j;
+        *control |= (uint64_t)(cp[j] < 0x20 || cp[j] == 0x7F) << j;
+        *in_cjk |= (uint64_t)cjk(cp[j]) << j;
+    }
 }
 
-/* \p{N}{1,3} isolated, then CJK runs isolated, then the third split in every segment left
- * (digit groups included, which it leaves whole); what no alternative matches is one piece
- * per unmatched run. */
 static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
-    size_t k = 0, i = 0, n = s->n;
-    while (i < n) {
-        size_t b;
-        if (s->cls[i] == C_N) {
-            for (b = i; b < n && s->cls[b] == C_N && b - i < 3; b++) {}
-            starts[k++] = (uint32_t)i;
-            i = b;
-            continue;
+    /* last block's: */
+    uint64_t p_digit = 0, p_cjk = 0, p_seg = 0, p_sp = 0, p_ws = 0, p_other = 0, p_ap = 0;
+    uint64_t p_punct = 0, p_letter = 0, p_nl = 0, p_space = 0, p_blank = 0, p_taken = 0;
+    uint64_t digit_starts = 0, absorbed = 0;
+    size_t k = 0, n = s->n, zrun_end = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        const uint8_t *c = s->cls + base;
+        size_t count = n - base < 64 ? n - base : 64;
+        Masks m = masks_at(c);
+        uint64_t wide, control, in_cjk, sym = 0, mark = 0, punctish = m.ap | m.p;
+        cp_masks(s->cp + base, count, &wide, &control, &in_cjk);
+        for (uint64_t w = wide & punctish; w; w &= w - 1) { /* symbols and marks past ASCII */
+            size_t j = (size_t)__builtin_ctzll(w);
+            uint8_t kind = s->kinds[s->cp[base + j]];
+            sym |= (uint64_t)(kind == K_SYMBOL) << j;
+            mark |= (uint64_t)(kind == K_MARK) << j;
         }
-        int in_cjk = cjk(s->cp[i]);
-        b = i;
-        if (!in_cjk) b = below_cjk(s, b);
-        for (; b < n && s->cls[b] != C_N && cjk(s->cp[b]) == in_cjk; b++) {}
-        int gap = 0;
-        while (i < b) {
-            size_t e = deepseek_match(s, i, b);
-            if (!e) {
-                if (!gap) starts[k++] = (uint32_t)i;
-                gap = 1;
-                i++;
-                continue;
-            }
-            gap = 0;
-            starts[k++] = (uint32_t)i;
-            i = e;
+        uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws;
+        uint64_t al = m.l & ~wide, ap = punctish & ~wide & ~control, ps = sym;
+        uint64_t lm = (m.l & wide) | (mark & ~sym), punct = ap | ps, letter = al | lm;
+        uint64_t other = punctish & ~ap & ~ps & ~lm;
+        uint64_t seg = m.n | BACK1(m.n, p_digit) | (in_cjk ^ BACK1(in_cjk, p_cjk));
+        uint64_t seg1 = BACK1(seg, p_seg);
+#define P1(x, p) (BACK1(x, p) & ~seg)         /* at j - 1, in the same segment */
+#define P2(x, p) (BACK2(x, p) & ~seg & ~seg1) /* at j - 2 */
+        uint64_t found = base == 0;
+        found |= punct & ~P1(punct, p_punct) & ~P1(m.sp, p_sp);
+        uint64_t first = letter & ~P1(letter, p_letter);
+        uint64_t takes = first & al & P1(ap, p_ap) & ~P2(punct | m.sp, p_punct | p_sp);
+        found |= first & ~(P1(m.sp, p_sp) | P1(m.ws, p_ws) | P1(other, p_other) | takes);
+        /* [!-/:-@[-`{-~][A-Za-z]+ ends at the first other letter or mark */
+        takes |= (p_taken >> 63) & al & 1;
+        takes |= ((al + takes) ^ al) & al;
+        found |= lm & P1(takes, p_taken);
+        /* OTHER: a piece per run, but a letter's prefix starts one of its own */
+        uint64_t next_letter = 0, next_goes_on = 0, next_segment = 1;
+        if (count == 64 && base + 64 < n) {
+            uint32_t cp = s->cp[base + 64];
+            next_letter = c[64] == C_L || (s->kinds[cp] == K_MARK && s->kinds[cp] != K_SYMBOL);
+            next_segment = c[64] == C_N || (m.n >> 63) || (uint64_t)cjk(cp) != in_cjk >> 63;
+            next_goes_on = c[64] != C_N && !cjk(cp);
         }
+        uint64_t seg_ahead = seg >> 1 | next_segment << 63;
+        uint64_t letter_ahead = (letter >> 1 | next_letter << 63) & ~seg_ahead;
+        found |= other & (letter_ahead | ~P1(other, p_other));
+        /* \p{N}{1,3} */
+        uint64_t three = m.n & BACK1(m.n, p_digit) & BACK2(m.n, p_digit);
+        uint64_t got = m.n & ~BACK1(m.n, p_digit), step;
+        while ((step = ((got << 3 | digit_starts >> 61) & three) & ~got)) got |= step;
+        digit_starts = got;
+        found = (found & ~m.n) | got;
+        /* whitespace as cl100k's, a segment's end being the stretch's */
+        uint64_t opening = space & ~BACK1(space, p_space);
+        uint64_t eaten = opening & P1(punct, p_punct) & m.nl;
+        eaten |= (absorbed >> 63) & m.nl & 1;
+        eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
+        found |= (opening & ~eaten) | (BACK1(eaten, absorbed) & blank);
+        absorbed = eaten;
+        uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
+        if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) {
+            if (zrun_end <= base + 64)
+                for (zrun_end = base + 64;
+                     zrun_end < n && (s->cls[zrun_end] == C_SP || s->cls[zrun_end] == C_WS);)
+                    zrun_end++;
+            ahead_nl |= (uint64_t)(zrun_end < n && s->cls[zrun_end] == C_NL) << 63;
+        }
+        found |= blank & BACK1(m.nl, p_nl) & ~smear_down(blank & ahead_nl, blank);
+        uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
+        uint64_t goes_on = (letter | punct | other | space) & ~in_cjk;
+        uint64_t more = goes_on >> 1 | next_goes_on << 63;
+        found |= last & blank & BACK1(blank, p_blank) & more;
+#undef P1
+#undef P2
+        p_digit = m.n, p_cjk = in_cjk, p_seg = seg, p_sp = m.sp, p_ws = m.ws, p_other = other;
+        p_ap = ap, p_punct = punct, p_letter = letter, p_nl = m.nl, p_space = space;
+        p_blank = blank, p_taken = takes;
+        if (count < 64) found &= ((uint64_t)1 << count) - 1;
+        for (; found; found &= found - 1) starts[k++] = (uint32_t)(base + __builtin_ctzll(found));
     }
     return k;
 }
