@@ -17,7 +17,10 @@ enum {
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
  * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 64 at a time); folds,
- * kinds, numeric and han are looked up through the tables. */
+ * kinds, numeric and han are looked up through the tables.  The cl100k family's scanner reads
+ * classes alone but for the rare contraction: cp is NULL for it (not written: most of the
+ * decode's stores), a code point then decoded from the stretch's bytes, character i at
+ * at[i] (at NULL: at i). */
 #define RUN_PAD 65
 typedef struct {
     const uint32_t *cp;
@@ -27,6 +30,8 @@ typedef struct {
     const uint8_t *numeric; /* per code point: the Digits pre-tokenizer isolates it */
     const uint8_t *han;     /* per code point: \p{Han} (Kimi's first alternative) */
     size_t n;
+    const uint8_t *bytes;
+    const uint32_t *at;
 } Stretch;
 
 /* The BPE model: byte ids, merges as an open-addressing pair table (byte_bpe.PairSlots) and,

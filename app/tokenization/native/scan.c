@@ -106,6 +106,13 @@ static inline uint64_t smear_down(uint64_t m, uint64_t g) {
     return m;
 }
 
+/* FOLD where the stretch has no code points (cp NULL). */
+static inline uint8_t fold_of(const Stretch *s, size_t i) {
+    if (i >= s->n) return F_NONE;
+    int width;
+    return s->folds[utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width)];
+}
+
 static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
     Masks prev = {0};
     uint64_t digit_starts = 0, absorbed = 0, pending = 0;
@@ -141,7 +148,7 @@ static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
         found |= first & ~(BACK1(m.sp, prev.sp) | BACK1(m.ws, prev.ws) | prefixed);
         for (uint64_t opens = first & BACK1(m.ap, prev.ap) & prefixed; opens; opens &= opens - 1) {
             size_t j = (size_t)__builtin_ctzll(opens), at = base + j;
-            uint8_t a = FOLD(at), b = FOLD(at + 1);
+            uint8_t a = fold_of(s, at), b = fold_of(s, at + 1);
             size_t cut = 0;
             if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L))
                 cut = j + 2;
@@ -427,7 +434,8 @@ static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
     while (i < s->n) {
         size_t b = i;
         while (b < s->n && !s->numeric[s->cp[b]]) b++;
-        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, s->han, b - i};
+        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, s->han, b - i,
+                       NULL, NULL}; /* GPT-2's matcher reads cp */
         for (size_t j = 0; j < seg.n; j = gpt2_match(&seg, j)) starts[k++] = (uint32_t)(i + j);
         if (b < s->n) starts[k++] = (uint32_t)b++;
         i = b;
