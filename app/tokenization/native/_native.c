@@ -278,7 +278,7 @@ static Work *thread_work(size_t n) {
     arrays_free(w);
     w->cp = malloc((n + 1) * 4);
     w->at = malloc((n + 1) * 4);
-    w->starts = malloc((n + 1) * 4);
+    w->starts = malloc((n + 1 + STARTS_PAD) * 4);
     w->cls = malloc(n + 1 + RUN_PAD);
     w->ids = malloc((n + 1 + IDS_PAD) * 4);
     w->ends = malloc((n + 1) * 4);

@@ -76,8 +76,9 @@ long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_
 void scratch_init(Scratch *w);
 void scratch_free(Scratch *w);
 
-/* Writes the character index of each piece's start to starts (capacity s->n) and returns
- * how many pieces there are. */
+/* Writes the character index of each piece's start to starts (capacity s->n + STARTS_PAD)
+ * and returns how many pieces there are. */
+#define STARTS_PAD 4
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
 /* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */

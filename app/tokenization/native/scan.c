@@ -113,6 +113,19 @@ static inline uint8_t fold_of(const Stretch *s, size_t i) {
     return s->folds[utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width)];
 }
 
+/* The set bits of found as positions base + j, appended at starts + k, four at a time with no
+ * branch per bit (one per piece was the scanners' cost); up to three more past them are
+ * garbage (starts has STARTS_PAD): the next block's overwrite them.  The new count. */
+static inline size_t emitted(uint32_t *starts, size_t k, size_t base, uint64_t found) {
+    size_t end = k + (size_t)__builtin_popcountll(found);
+    for (; k < end; k += 4)
+        for (int r = 0; r < 4; r++) {
+            starts[k + r] = (uint32_t)(base + __builtin_ctzll(found | (uint64_t)1 << 63));
+            found &= found - 1;
+        }
+    return end;
+}
+
 static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
     Masks prev = {0};
     uint64_t digit_starts = 0, absorbed = 0, pending = 0;
@@ -182,7 +195,7 @@ static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
         found |= last & blank & BACK1(blank, prev.sp | prev.ws) & more;
         prev = m;
         if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
-        for (; found; found &= found - 1) starts[k++] = (uint32_t)(base + __builtin_ctzll(found));
+        k = emitted(starts, k, base, found);
     }
     return k;
 }
@@ -421,7 +434,7 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         p_ap = ap, p_punct = punct, p_letter = letter, p_nl = m.nl, p_space = space;
         p_blank = blank, p_taken = takes;
         if (count < 64) found &= ((uint64_t)1 << count) - 1;
-        for (; found; found &= found - 1) starts[k++] = (uint32_t)(base + __builtin_ctzll(found));
+        k = emitted(starts, k, base, found);
     }
     return k;
 }
