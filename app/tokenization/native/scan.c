@@ -126,30 +126,58 @@ static inline size_t emitted(uint32_t *starts, size_t k, size_t base, uint64_t f
     return end;
 }
 
+/* The starts of \p{N}{1,3} in a block: offsets 0, 3, 6... of each run of digits (last: the
+ * last block's digits; *grouped: its starts, then this one's). */
+static inline uint64_t digit_groups(uint64_t digits, uint64_t last, uint64_t *grouped) {
+    uint64_t three = digits & BACK1(digits, last) & BACK2(digits, last);
+    uint64_t got = digits & ~BACK1(digits, last), step;
+    while ((step = ((got << 3 | *grouped >> 61) & three) & ~got)) got |= step;
+    return *grouped = got;
+}
+
+/* The starts in a block's whitespace runs [a, b) (run_scans.whitespace_starts): punctuation
+ * before a (after_punct: bit j where j - 1 is) absorbs the newlines opening the run; what is
+ * left starts at a', after the run's last newline t, and at b - 1 when b - 1 > max(t + 1, a')
+ * and the text goes on at b (more: bit j where it goes on at j + 1), \s+(?!\S) handing that
+ * one to what follows.  absorbed and zrun_end (the end of the run of SP/WS the last block
+ * ended in) carry from block to block. */
+static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Masks prev,
+                                    uint64_t after_punct, uint64_t more, uint64_t *absorbed,
+                                    size_t *zrun_end) {
+    const uint8_t *c = s->cls + base;
+    uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws; /* \s; \s but newlines */
+    uint64_t opening = space & ~BACK1(space, prev.nl | prev.sp | prev.ws);
+    uint64_t eaten = opening & after_punct & m.nl;
+    eaten |= (*absorbed >> 63) & m.nl & 1; /* newlines absorbed in the last block go on */
+    eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
+    uint64_t found = (opening & ~eaten) | (BACK1(eaten, *absorbed) & blank);
+    *absorbed = eaten;
+    uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
+    if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
+        size_t e = *zrun_end;
+        if (e <= base + 64) /* else the run the last block found goes on here */
+            for (e = base + 64; e < s->n && (s->cls[e] == C_SP || s->cls[e] == C_WS);) e++;
+        ahead_nl |= (uint64_t)(e < s->n && s->cls[e] == C_NL) << 63;
+        *zrun_end = e;
+    }
+    found |= blank & BACK1(m.nl, prev.nl) & ~smear_down(blank & ahead_nl, blank); /* t + 1 */
+    uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
+    return found | (last & blank & BACK1(blank, prev.sp | prev.ws) & more);
+}
+
 static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
     Masks prev = {0};
     uint64_t digit_starts = 0, absorbed = 0, pending = 0;
-    size_t k = 0, zrun_end = 0; /* the end of the run of SP/WS the last block ended in */
+    size_t k = 0, zrun_end = 0;
     for (size_t base = 0; base < s->n; base += 64) {
         const uint8_t *c = s->cls + base;
         Masks m = masks_at(c);
         uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
-        uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws; /* \s; \s but newlines */
         uint64_t found = pending;
         pending = 0;
         if (base == 0) found |= 1;
-        /* \p{N}{1,3}: at offsets 0, 3, 6... of a run of digits (Qwen2: every digit). */
-        if (digits == 1) {
-            found |= m.n;
-        } else if (m.n) {
-            uint64_t three = m.n & BACK1(m.n, prev.n) & BACK2(m.n, prev.n);
-            uint64_t got = m.n & ~BACK1(m.n, prev.n), step;
-            while ((step = ((got << 3 | digit_starts >> 61) & three) & ~got)) got |= step;
-            digit_starts = got;
-            found |= got;
-        } else {
-            digit_starts = 0;
-        }
+        /* \p{N}{1,3} (Qwen2: \p{N}) */
+        found |= digits == 1 ? m.n : digit_groups(m.n, prev.n, &digit_starts);
         /* Punctuation starts unless after punctuation or U+0020 (that space is its prefix). */
         found |= punct & ~BACK1(punct, pp) & ~BACK1(m.sp, prev.sp);
         /* A run of letters starts unless after \s other than a newline, or after one
@@ -170,29 +198,8 @@ static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
             if (cut >= 64) pending |= (uint64_t)1 << (cut - 64);
             else if (cut) found |= (uint64_t)1 << cut;
         }
-        /* Whitespace runs [a, b): punctuation before a absorbs the newlines opening the run;
-         * what is left starts at a', after the run's last newline t, and at b - 1 when b - 1 >
-         * max(t + 1, a') and the stretch goes on at b (\s+(?!\S) hands it to what follows). */
-        uint64_t opening = space & ~BACK1(m.nl | m.sp | m.ws, prev.nl | prev.sp | prev.ws);
-        uint64_t eaten = opening & BACK1(punct, pp) & m.nl;
-        eaten |= (absorbed >> 63) & m.nl & 1; /* newlines absorbed in the last block go on */
-        eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
-        found |= (opening & ~eaten) | (BACK1(eaten, absorbed) & blank);
-        absorbed = eaten;
-        uint64_t next_space = c[64] <= C_WS, next_any = c[64] != 255;
-        uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
-        if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
-            if (zrun_end <= base + 64) /* else the run the last block found goes on here */
-                for (zrun_end = base + 64;
-                     zrun_end < s->n && (s->cls[zrun_end] == C_SP || s->cls[zrun_end] == C_WS);)
-                    zrun_end++;
-            ahead_nl |= (uint64_t)(zrun_end < s->n && s->cls[zrun_end] == C_NL) << 63;
-        }
-        uint64_t before_nl = smear_down(blank & ahead_nl, blank); /* a newline follows */
-        found |= blank & BACK1(m.nl, prev.nl) & ~before_nl;
-        uint64_t last = space & ~(space >> 1 | next_space << 63);
-        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | next_any << 63;
-        found |= last & blank & BACK1(blank, prev.sp | prev.ws) & more;
+        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        found |= space_starts(s, base, m, prev, BACK1(punct, pp), more, &absorbed, &zrun_end);
         prev = m;
         if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
         k = emitted(starts, k, base, found);
@@ -357,9 +364,8 @@ static inline void cp_masks(const uint32_t *cp, size_t count, uint64_t *wide, ui
 }
 
 static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
-    /* last block's: */
-    uint64_t p_digit = 0, p_cjk = 0, p_seg = 0, p_sp = 0, p_ws = 0, p_other = 0, p_ap = 0;
-    uint64_t p_punct = 0, p_letter = 0, p_nl = 0, p_space = 0, p_blank = 0, p_taken = 0;
+    Masks prev = {0}; /* the last block's, and: */
+    uint64_t p_cjk = 0, p_seg = 0, p_other = 0, p_ap = 0, p_punct = 0, p_letter = 0, p_taken = 0;
     uint64_t digit_starts = 0, absorbed = 0;
     size_t k = 0, n = s->n, zrun_end = 0;
     for (size_t base = 0; base < n; base += 64) {
@@ -374,19 +380,18 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
             sym |= (uint64_t)(kind == K_SYMBOL) << j;
             mark |= (uint64_t)(kind == K_MARK) << j;
         }
-        uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws;
         uint64_t al = m.l & ~wide, ap = punctish & ~wide & ~control, ps = sym;
         uint64_t lm = (m.l & wide) | (mark & ~sym), punct = ap | ps, letter = al | lm;
         uint64_t other = punctish & ~ap & ~ps & ~lm;
-        uint64_t seg = m.n | BACK1(m.n, p_digit) | (in_cjk ^ BACK1(in_cjk, p_cjk));
+        uint64_t seg = m.n | BACK1(m.n, prev.n) | (in_cjk ^ BACK1(in_cjk, p_cjk));
         uint64_t seg1 = BACK1(seg, p_seg);
 #define P1(x, p) (BACK1(x, p) & ~seg)         /* at j - 1, in the same segment */
 #define P2(x, p) (BACK2(x, p) & ~seg & ~seg1) /* at j - 2 */
         uint64_t found = base == 0;
-        found |= punct & ~P1(punct, p_punct) & ~P1(m.sp, p_sp);
+        found |= punct & ~P1(punct, p_punct) & ~P1(m.sp, prev.sp);
         uint64_t first = letter & ~P1(letter, p_letter);
-        uint64_t takes = first & al & P1(ap, p_ap) & ~P2(punct | m.sp, p_punct | p_sp);
-        found |= first & ~(P1(m.sp, p_sp) | P1(m.ws, p_ws) | P1(other, p_other) | takes);
+        uint64_t takes = first & al & P1(ap, p_ap) & ~P2(punct | m.sp, p_punct | prev.sp);
+        found |= first & ~(P1(m.sp, prev.sp) | P1(m.ws, prev.ws) | P1(other, p_other) | takes);
         /* [!-/:-@[-`{-~][A-Za-z]+ ends at the first other letter or mark */
         takes |= (p_taken >> 63) & al & 1;
         takes |= ((al + takes) ^ al) & al;
@@ -402,37 +407,15 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         uint64_t seg_ahead = seg >> 1 | next_segment << 63;
         uint64_t letter_ahead = (letter >> 1 | next_letter << 63) & ~seg_ahead;
         found |= other & (letter_ahead | ~P1(other, p_other));
-        /* \p{N}{1,3} */
-        uint64_t three = m.n & BACK1(m.n, p_digit) & BACK2(m.n, p_digit);
-        uint64_t got = m.n & ~BACK1(m.n, p_digit), step;
-        while ((step = ((got << 3 | digit_starts >> 61) & three) & ~got)) got |= step;
-        digit_starts = got;
-        found = (found & ~m.n) | got;
+        found = (found & ~m.n) | digit_groups(m.n, prev.n, &digit_starts); /* \p{N}{1,3} */
         /* whitespace as cl100k's, a segment's end being the stretch's */
-        uint64_t opening = space & ~BACK1(space, p_space);
-        uint64_t eaten = opening & P1(punct, p_punct) & m.nl;
-        eaten |= (absorbed >> 63) & m.nl & 1;
-        eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
-        found |= (opening & ~eaten) | (BACK1(eaten, absorbed) & blank);
-        absorbed = eaten;
-        uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
-        if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) {
-            if (zrun_end <= base + 64)
-                for (zrun_end = base + 64;
-                     zrun_end < n && (s->cls[zrun_end] == C_SP || s->cls[zrun_end] == C_WS);)
-                    zrun_end++;
-            ahead_nl |= (uint64_t)(zrun_end < n && s->cls[zrun_end] == C_NL) << 63;
-        }
-        found |= blank & BACK1(m.nl, p_nl) & ~smear_down(blank & ahead_nl, blank);
-        uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
-        uint64_t goes_on = (letter | punct | other | space) & ~in_cjk;
+        uint64_t goes_on = (letter | punct | other | m.nl | m.sp | m.ws) & ~in_cjk;
         uint64_t more = goes_on >> 1 | next_goes_on << 63;
-        found |= last & blank & BACK1(blank, p_blank) & more;
+        found |= space_starts(s, base, m, prev, P1(punct, p_punct), more, &absorbed, &zrun_end);
 #undef P1
 #undef P2
-        p_digit = m.n, p_cjk = in_cjk, p_seg = seg, p_sp = m.sp, p_ws = m.ws, p_other = other;
-        p_ap = ap, p_punct = punct, p_letter = letter, p_nl = m.nl, p_space = space;
-        p_blank = blank, p_taken = takes;
+        prev = m, p_cjk = in_cjk, p_seg = seg, p_other = other, p_ap = ap, p_punct = punct;
+        p_letter = letter, p_taken = takes;
         if (count < 64) found &= ((uint64_t)1 << count) - 1;
         k = emitted(starts, k, base, found);
     }
