@@ -1,10 +1,13 @@
-/* The split patterns of the covered families as sequential matchers over one stretch.
+/* The split patterns of the covered families over one stretch: where each piece starts.
  *
- * Each matcher tries the pattern's alternatives at position i in order, with the regex
- * engine's greedy-then-backtrack choices spelled out, and returns where the match ends; the
- * next search starts there.  The character classes are those of gpu_kernels.char_classes
- * (probed from the reference's own regex engine), so the matchers ask the same questions of
- * the same table as the GPU predicates (gpu_kernels.piece_starts), and the tests hold both to
+ * Where a piece starts depends only on the classes around it and a few facts of its runs for
+ * the cl100k family and DeepSeek-V3: their starts are the GPU's predicates
+ * (gpu_kernels.piece_starts, deepseek_starts) as bit masks, 64 characters at a time.  The
+ * other families' are sequential matchers: each tries the pattern's alternatives at position
+ * i in order, with the regex engine's greedy-then-backtrack choices spelled out, and returns
+ * where the match ends; the next search starts there.  The character classes are those of
+ * gpu_kernels.char_classes (probed from the reference's own regex engine), so both ask the
+ * same questions of the same table as the GPU predicates, and the tests hold all of them to
  * the reference.  Positions at or past the stretch's end read as "no class": a stretch ends
  * where the text or an added token does, and the reference pre-tokenizes each alone.
  */
