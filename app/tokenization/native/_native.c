@@ -278,7 +278,7 @@ static Work *thread_work(size_t n) {
     arrays_free(w);
     w->cp = malloc((n + 1) * 4);
     w->at = malloc((n + 1) * 4);
-    w->starts = malloc((n + 1) * 4);
+    w->starts = malloc((n + 1 + STARTS_PAD) * 4);
     w->cls = malloc(n + 1 + RUN_PAD);
     w->ids = malloc((n + 1 + IDS_PAD) * 4);
     w->ends = malloc((n + 1) * 4);
@@ -297,19 +297,58 @@ static void work_done(Work *w) {
     if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
-/* The code points of data[a:b] and their classes into w, and each one's byte offset in at
- * unless every one is ASCII (then at is NULL: the offset is the index); their count. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define WIDE_ASCII 1
+static int wide_ascii; /* the CPU has AVX-512 VBMI (set at import) */
+
+/* 64 bytes at p, if all are ASCII, as 64 characters: their classes by one byte permute over
+ * the table's first 128 entries, (cp, offsets not NULL) their code points and byte offsets from
+ * offset widened; whether they were (else nothing is written).  A per-byte table lookup took
+ * most of the decode of ASCII text. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static int
+ascii64(const uint8_t *classes, const uint8_t *p, uint8_t *cls, uint32_t *cp, uint32_t *offsets,
+        uint32_t offset) {
+    __m512i v = _mm512_loadu_si512(p);
+    if (_mm512_movepi8_mask(v)) return 0;
+    __m512i low = _mm512_loadu_si512(classes), high = _mm512_loadu_si512(classes + 64);
+    _mm512_storeu_si512(cls, _mm512_permutex2var_epi8(low, v, high));
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int q = 0; q < 4; q++) {
+        if (cp != NULL)
+            _mm512_storeu_si512(
+                cp + 16 * q, _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 16 * q))));
+        if (offsets != NULL)
+            _mm512_storeu_si512(offsets + 16 * q,
+                                _mm512_add_epi32(_mm512_set1_epi32((int)offset + 16 * q), iota));
+    }
+    return 1;
+}
+#endif
+
+/* The code points of data[a:b] (points: else none) and their classes into w, and each one's
+ * byte offset in at unless every one is ASCII (then at is NULL: the offset is the index);
+ * their count. */
 static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, size_t b, Work *w,
-                      uint32_t **at) {
+                      int points, uint32_t **at) {
     uint32_t *offsets = NULL; /* until a character is not ASCII */
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
         if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
+#ifdef WIDE_ASCII
+            if (wide_ascii && i + 64 <= b &&
+                ascii64(classes, data + i, w->cls + n, points ? w->cp + n : NULL,
+                        offsets ? offsets + n : NULL, (uint32_t)(i - a))) {
+                n += 63;
+                i += 64;
+                continue;
+            }
+#endif
             size_t run = 1;
             if (i + 16 <= b) { /* all 16 written, the first run of them kept (n <= i - a) */
                 run = ascii16(data + i);
-                widen16(data + i, w->cp + n);
-            } else {
+                if (points) widen16(data + i, w->cp + n);
+            } else if (points) {
                 w->cp[n] = data[i];
             }
             for (size_t k = 0; k < run; k++) w->cls[n + k] = classes[data[i + k]];
@@ -325,7 +364,7 @@ static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, siz
         }
         int width;
         uint32_t c = utf8_decode_at(data, i, &width);
-        w->cp[n] = c;
+        if (points) w->cp[n] = c;
         w->cls[n] = classes[c];
         offsets[n] = (uint32_t)(i - a);
         i += width;
@@ -340,10 +379,11 @@ static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, siz
 static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
                            size_t b, Work *w, int32_t *out) {
     uint32_t *at;
-    size_t n = decoded(e->tables[T_CLASSES].buf, data, a, b, w, &at);
+    int points = e->family != FAM_CL100K && e->family != FAM_QWEN2; /* see Stretch */
+    size_t n = decoded(e->tables[T_CLASSES].buf, data, a, b, w, points, &at);
     memset(w->cls + n, 255, RUN_PAD); /* no class */
-    Stretch s = {w->cp, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
-                 e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n};
+    Stretch s = {points ? w->cp : NULL, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
+                 e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n, data + a, at};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;
     return bpe_pieces(&e->model, data + a, total - a, at, w->starts, pieces,
@@ -615,6 +655,10 @@ static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "_native", NULL, -1, native_functions, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native(void) {
+#ifdef WIDE_ASCII
+    __builtin_cpu_init();
+    wide_ascii = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+#endif
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;

@@ -5,9 +5,11 @@
  * Results are kept in per-thread caches keyed by the piece's bytes (no lock: each thread has
  * its own): a one-line entry per short piece, an arena for long pieces and those of many ids.
  */
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "native.h"
 
@@ -92,17 +94,37 @@ typedef struct {
     _Alignas(8) uint8_t arena[LONG_ARENA];
 } Caches;
 
+/* The caches live in huge pages where the kernel gives them (THP on request): their lookups
+ * land anywhere in 7 MB, and after other work on the core the first lookup in each 4 KiB page
+ * also missed the TLB (4-7% of a 1M-character encode between other engines' encodes).
+ * Zeroed as mapped; the rest of the last huge page unused. */
+#define HUGE ((size_t)2 << 20)
+#define CACHES_MAPPED ((sizeof(Caches) + HUGE - 1) / HUGE * HUGE + HUGE)
+
+static void caches_free(void *c) {
+    uint8_t **base = (uint8_t **)c - 1; /* where the mapping begins, kept before the caches */
+    munmap(*base, CACHES_MAPPED);
+}
+
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-static void make_key(void) { pthread_key_create(&cache_key, free); }
+static void make_key(void) { pthread_key_create(&cache_key, caches_free); }
 
 static Caches *thread_cache(void) {
     pthread_once(&cache_once, make_key);
     Caches *c = pthread_getspecific(cache_key);
     if (c == NULL) {
-        c = calloc(1, sizeof(Caches));
-        if (c != NULL && pthread_setspecific(cache_key, c) != 0) {
-            free(c);
+        uint8_t *base = mmap(NULL, CACHES_MAPPED, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) return NULL;
+        uint8_t *at = (uint8_t *)(((uintptr_t)base + HUGE) & ~(uintptr_t)(HUGE - 1));
+#ifdef MADV_HUGEPAGE
+        madvise(at, CACHES_MAPPED - (size_t)(at - base), MADV_HUGEPAGE);
+#endif
+        ((uint8_t **)at)[-1] = base;
+        c = (Caches *)at;
+        if (pthread_setspecific(cache_key, c) != 0) {
+            munmap(base, CACHES_MAPPED);
             c = NULL;
         }
     }

@@ -16,9 +16,12 @@ enum {
 };
 
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
- * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 16 at a time); folds,
- * kinds, numeric and han are looked up through the tables. */
-#define RUN_PAD 16
+ * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 64 at a time); folds,
+ * kinds, numeric and han are looked up through the tables.  The cl100k family's scanner reads
+ * classes alone but for the rare contraction: cp is NULL for it (not written: most of the
+ * decode's stores), a code point then decoded from the stretch's bytes, character i at
+ * at[i] (at NULL: at i). */
+#define RUN_PAD 65
 typedef struct {
     const uint32_t *cp;
     const uint8_t *cls;
@@ -27,6 +30,8 @@ typedef struct {
     const uint8_t *numeric; /* per code point: the Digits pre-tokenizer isolates it */
     const uint8_t *han;     /* per code point: \p{Han} (Kimi's first alternative) */
     size_t n;
+    const uint8_t *bytes;
+    const uint32_t *at;
 } Stretch;
 
 /* The BPE model: byte ids, merges as an open-addressing pair table (byte_bpe.PairSlots) and,
@@ -71,8 +76,9 @@ long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_
 void scratch_init(Scratch *w);
 void scratch_free(Scratch *w);
 
-/* Writes the character index of each piece's start to starts (capacity s->n) and returns
- * how many pieces there are. */
+/* Writes the character index of each piece's start to starts (capacity s->n + STARTS_PAD)
+ * and returns how many pieces there are. */
+#define STARTS_PAD 4
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
 /* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */

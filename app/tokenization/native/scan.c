@@ -1,10 +1,13 @@
-/* The split patterns of the covered families as sequential matchers over one stretch.
+/* The split patterns of the covered families over one stretch: where each piece starts.
  *
- * Each matcher tries the pattern's alternatives at position i in order, with the regex
- * engine's greedy-then-backtrack choices spelled out, and returns where the match ends; the
- * next search starts there.  The character classes are those of gpu_kernels.char_classes
- * (probed from the reference's own regex engine), so the matchers ask the same questions of
- * the same table as the GPU predicates (gpu_kernels.piece_starts), and the tests hold both to
+ * Where a piece starts depends only on the classes around it and a few facts of its runs for
+ * the cl100k family and DeepSeek-V3: their starts are the GPU's predicates
+ * (gpu_kernels.piece_starts, deepseek_starts) as bit masks, 64 characters at a time.  The
+ * other families' are sequential matchers: each tries the pattern's alternatives at position
+ * i in order, with the regex engine's greedy-then-backtrack choices spelled out, and returns
+ * where the match ends; the next search starts there.  The character classes are those of
+ * gpu_kernels.char_classes (probed from the reference's own regex engine), so both ask the
+ * same questions of the same table as the GPU predicates, and the tests hold all of them to
  * the reference.  Positions at or past the stretch's end read as "no class": a stretch ends
  * where the text or an added token does, and the reference pre-tokenizes each alone.
  */
@@ -63,24 +66,148 @@ static size_t whitespace(const Stretch *s, size_t i, size_t n, int newlines) {
     return b;
 }
 
-/* cl100k / Llama-3 (digits = 3) and Qwen2 (digits = 1). */
-static size_t cl100k_match(const Stretch *s, size_t i, size_t digits) {
-    uint8_t c = s->cls[i];
-    size_t m = contraction(s, i);
-    if (m) return i + m;
-    if (c != C_NL && c != C_L && c != C_N && CLS(i + 1) == C_L) return run_of(s, i + 1, C_L);
-    if (c == C_L) return run_of(s, i, C_L);
-    if (c == C_N) {
-        size_t e = i;
-        while (e < s->n && s->cls[e] == C_N && e - i < digits) e++;
-        return e;
+/* cl100k / Llama-3 (digits = 3) and Qwen2 (digits = 1), 64 characters at a time: whether a
+ * character starts a piece depends only on the classes around it and a few facts of the runs
+ * it is in (gpu_kernels.piece_starts.cl100k_starts, the GPU's predicates, as bit masks), so
+ * the starts of a block are a few dozen mask operations and no branch per piece. */
+
+/* Bit j of each mask: the class of character base + j (none past the stretch's end). */
+typedef struct { uint64_t nl, sp, ws, l, n, ap, p; } Masks;
+
+static inline uint64_t eq64(const uint8_t *c, uint8_t v) {
+#if defined(__SSE2__)
+    __m128i k = _mm_set1_epi8((char)v);
+    uint64_t m = 0;
+    for (int q = 0; q < 4; q++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(c + 16 * q));
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, k)) << (16 * q);
     }
-    size_t p = (s->cp[i] == ' ' && is_punct(CLS(i + 1))) ? i + 1 : i;
-    if (is_punct(CLS(p))) {
-        size_t e = punct_run(s, p);
-        return run_of(s, e, C_NL);
+    return m;
+#else
+    uint64_t m = 0;
+    for (int j = 0; j < 64; j++) m |= (uint64_t)(c[j] == v) << j;
+    return m;
+#endif
+}
+
+static inline Masks masks_at(const uint8_t *cls) {
+    return (Masks){eq64(cls, C_NL), eq64(cls, C_SP), eq64(cls, C_WS), eq64(cls, C_L),
+                   eq64(cls, C_N),  eq64(cls, C_AP), eq64(cls, C_P)};
+}
+
+/* x at j - 1 and j - 2 (the previous block's bits shifted in). */
+#define BACK1(x, prev) ((x) << 1 | (prev) >> 63)
+#define BACK2(x, prev) ((x) << 2 | (prev) >> 62)
+
+/* The bits of m smeared down through the runs of g (each bit of m set at every position of
+ * g's run below it): a position whose run of g goes on to a bit of m. */
+static inline uint64_t smear_down(uint64_t m, uint64_t g) {
+    for (int d = 1; d < 64; d *= 2) {
+        m |= (m >> d) & g;
+        g &= g >> d;
     }
-    return whitespace(s, i, s->n, 1);
+    return m;
+}
+
+/* FOLD where the stretch has no code points (cp NULL). */
+static inline uint8_t fold_of(const Stretch *s, size_t i) {
+    if (i >= s->n) return F_NONE;
+    int width;
+    return s->folds[utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width)];
+}
+
+/* The set bits of found as positions base + j, appended at starts + k, four at a time with no
+ * branch per bit (one per piece was the scanners' cost); up to three more past them are
+ * garbage (starts has STARTS_PAD): the next block's overwrite them.  The new count. */
+static inline size_t emitted(uint32_t *starts, size_t k, size_t base, uint64_t found) {
+    size_t end = k + (size_t)__builtin_popcountll(found);
+    for (; k < end; k += 4)
+        for (int r = 0; r < 4; r++) {
+            starts[k + r] = (uint32_t)(base + __builtin_ctzll(found | (uint64_t)1 << 63));
+            found &= found - 1;
+        }
+    return end;
+}
+
+/* The starts of \p{N}{1,3} in a block: offsets 0, 3, 6... of each run of digits (last: the
+ * last block's digits; *grouped: its starts, then this one's). */
+static inline uint64_t digit_groups(uint64_t digits, uint64_t last, uint64_t *grouped) {
+    uint64_t three = digits & BACK1(digits, last) & BACK2(digits, last);
+    uint64_t got = digits & ~BACK1(digits, last), step;
+    while ((step = ((got << 3 | *grouped >> 61) & three) & ~got)) got |= step;
+    return *grouped = got;
+}
+
+/* The starts in a block's whitespace runs [a, b) (run_scans.whitespace_starts): punctuation
+ * before a (after_punct: bit j where j - 1 is) absorbs the newlines opening the run; what is
+ * left starts at a', after the run's last newline t, and at b - 1 when b - 1 > max(t + 1, a')
+ * and the text goes on at b (more: bit j where it goes on at j + 1), \s+(?!\S) handing that
+ * one to what follows.  absorbed and zrun_end (the end of the run of SP/WS the last block
+ * ended in) carry from block to block. */
+static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Masks prev,
+                                    uint64_t after_punct, uint64_t more, uint64_t *absorbed,
+                                    size_t *zrun_end) {
+    const uint8_t *c = s->cls + base;
+    uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws; /* \s; \s but newlines */
+    uint64_t opening = space & ~BACK1(space, prev.nl | prev.sp | prev.ws);
+    uint64_t eaten = opening & after_punct & m.nl;
+    eaten |= (*absorbed >> 63) & m.nl & 1; /* newlines absorbed in the last block go on */
+    eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
+    uint64_t found = (opening & ~eaten) | (BACK1(eaten, *absorbed) & blank);
+    *absorbed = eaten;
+    uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
+    if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
+        size_t e = *zrun_end;
+        if (e <= base + 64) /* else the run the last block found goes on here */
+            for (e = base + 64; e < s->n && (s->cls[e] == C_SP || s->cls[e] == C_WS);) e++;
+        ahead_nl |= (uint64_t)(e < s->n && s->cls[e] == C_NL) << 63;
+        *zrun_end = e;
+    }
+    found |= blank & BACK1(m.nl, prev.nl) & ~smear_down(blank & ahead_nl, blank); /* t + 1 */
+    uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
+    return found | (last & blank & BACK1(blank, prev.sp | prev.ws) & more);
+}
+
+static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
+    Masks prev = {0};
+    uint64_t digit_starts = 0, absorbed = 0, pending = 0;
+    size_t k = 0, zrun_end = 0;
+    for (size_t base = 0; base < s->n; base += 64) {
+        const uint8_t *c = s->cls + base;
+        Masks m = masks_at(c);
+        uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
+        uint64_t found = pending;
+        pending = 0;
+        if (base == 0) found |= 1;
+        /* \p{N}{1,3} (Qwen2: \p{N}) */
+        found |= digits == 1 ? m.n : digit_groups(m.n, prev.n, &digit_starts);
+        /* Punctuation starts unless after punctuation or U+0020 (that space is its prefix). */
+        found |= punct & ~BACK1(punct, pp) & ~BACK1(m.sp, prev.sp);
+        /* A run of letters starts unless after \s other than a newline, or after one
+         * punctuation character not after U+0020 (its prefix); after a lone ', a
+         * contraction ends a piece inside the run. */
+        uint64_t lone = BACK1(punct, pp) & ~BACK2(punct, pp);
+        uint64_t prefixed = lone & ~BACK2(m.sp, prev.sp);
+        uint64_t first = m.l & ~BACK1(m.l, prev.l);
+        found |= first & ~(BACK1(m.sp, prev.sp) | BACK1(m.ws, prev.ws) | prefixed);
+        for (uint64_t opens = first & BACK1(m.ap, prev.ap) & prefixed; opens; opens &= opens - 1) {
+            size_t j = (size_t)__builtin_ctzll(opens), at = base + j;
+            uint8_t a = fold_of(s, at), b = fold_of(s, at + 1);
+            size_t cut = 0;
+            if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L))
+                cut = j + 2;
+            else if (a == F_S || a == F_T || a == F_M || a == F_D)
+                cut = j + 1;
+            if (cut >= 64) pending |= (uint64_t)1 << (cut - 64);
+            else if (cut) found |= (uint64_t)1 << cut;
+        }
+        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        found |= space_starts(s, base, m, prev, BACK1(punct, pp), more, &absorbed, &zrun_end);
+        prev = m;
+        if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
+        k = emitted(starts, k, base, found);
+    }
+    return k;
 }
 
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
@@ -193,79 +320,107 @@ static size_t qwen35_match(const Stretch *s, size_t i) {
     return whitespace(s, i, s->n, 1);
 }
 
-/* DeepSeek-V3's third split, inside a segment ending at b; 0 where nothing matches. */
-static inline int ascii_letter(uint32_t c) { return ((c | 0x20) >= 'a') && ((c | 0x20) <= 'z'); }
-static inline int ascii_punct(uint32_t c) {
-    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-           (c >= 0x7B && c <= 0x7E);
-}
-#define SEG_CP(i) ((i) < b ? s->cp[i] : 0x110000u)
-#define LM(i) ((i) < b && (s->cls[i] == C_L || s->kinds[s->cp[i]] == K_MARK))
-#define PS(i) ((i) < b && s->kinds[s->cp[i]] == K_SYMBOL)
-
-/* The end of [\p{L}\p{M}]+ at i (one of them), in a segment ending at b. */
-static size_t letters_or_marks(const Stretch *s, size_t i, size_t b) {
-    size_t e = run_of(s, i, C_L);
-    for (e = e < b ? e : b; LM(e); e++) {}
-    return e;
-}
-
-static size_t deepseek_match(const Stretch *s, size_t i, size_t b) {
-    uint32_t c = s->cp[i];
-    uint8_t cls = s->cls[i];
-    size_t e;
-    if (ascii_punct(c) && ascii_letter(SEG_CP(i + 1))) {
-        for (e = i + 1; e < b && ascii_letter(s->cp[e]); e++) {}
-        return e;
-    }
-    if (cls != C_NL && cls != C_L && !PS(i) && LM(i + 1)) return letters_or_marks(s, i + 1, b);
-    if (LM(i)) return letters_or_marks(s, i, b);
-    size_t p = (c == ' ' && PS(i + 1)) ? i + 1 : i;
-    if (PS(p)) {
-        for (e = p; PS(e); e++) {}
-        while (e < b && s->cls[e] == C_NL) e++;
-        return e;
-    }
-    if (is_space(cls)) return whitespace(s, i, b, 1);
-    return 0;
-}
+/* DeepSeek-V3 as bit masks too (gpu_kernels.deepseek_starts): \p{N}{1,3} and CJK runs are
+ * segments of their own, and inside each the third split's starts are cl100k's with its
+ * classes: ASCII letters, other letters and marks, ASCII punctuation, other \p{P}\p{S},
+ * whitespace, and OTHER (what no class takes: a letter's prefix, else a piece per run). */
 
 static inline int cjk(uint32_t c) {
     return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x309F) ||
            (c >= 0x30A0 && c <= 0x30FF);
 }
 
-/* \p{N}{1,3} isolated, then CJK runs isolated, then the third split in every segment left
- * (digit groups included, which it leaves whole); what no alternative matches is one piece
- * per unmatched run. */
-static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
-    size_t k = 0, i = 0, n = s->n;
-    while (i < n) {
-        size_t b;
-        if (s->cls[i] == C_N) {
-            for (b = i; b < n && s->cls[b] == C_N && b - i < 3; b++) {}
-            starts[k++] = (uint32_t)i;
-            i = b;
-            continue;
-        }
-        int in_cjk = cjk(s->cp[i]);
-        b = i;
-        if (!in_cjk) /* below the first CJK code point, not a digit */
-            while (b < n && s->cp[b] < 0x3040 && s->cls[b] != C_N) b++;
-        for (; b < n && s->cls[b] != C_N && cjk(s->cp[b]) == in_cjk; b++) {}
-        int gap = 0;
-        while (i < b) {
-            size_t e = deepseek_match(s, i, b);
-            if (!e) {
-                if (!gap) starts[k++] = (uint32_t)i;
-                gap = 1;
-                i++;
-                continue;
+/* Bits of the count (<= 64) code points at cp: above ASCII, ASCII controls, and CJK (its
+ * ranges being U+4E00-U+9FA5 and U+3040-U+30FF). */
+static inline void cp_masks(const uint32_t *cp, size_t count, uint64_t *wide, uint64_t *control,
+                            uint64_t *in_cjk) {
+    *wide = *control = *in_cjk = 0;
+#if defined(__SSE2__)
+    if (count == 64) {
+        const __m128i del = _mm_set1_epi32(0x7F), space = _mm_set1_epi32(0x20);
+        const __m128i kana = _mm_set1_epi32(0x303F), kana_end = _mm_set1_epi32(0x3100);
+        const __m128i han = _mm_set1_epi32(0x4DFF), han_end = _mm_set1_epi32(0x9FA6);
+        for (int q = 0; q < 16; q += 4) {
+            __m128i w[4], c[4], h[4];
+            for (int r = 0; r < 4; r++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(cp + 4 * (q + r)));
+                w[r] = _mm_cmpgt_epi32(v, del);
+                c[r] = _mm_or_si128(_mm_cmplt_epi32(v, space), _mm_cmpeq_epi32(v, del));
+                h[r] = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi32(v, kana), _mm_cmplt_epi32(v, kana_end)),
+                                    _mm_and_si128(_mm_cmpgt_epi32(v, han), _mm_cmplt_epi32(v, han_end)));
             }
-            gap = 0;
-            starts[k++] = (uint32_t)i;
-            i = e;
+            __m128i ws = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+            __m128i cs = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
+            __m128i hs = _mm_packs_epi16(_mm_packs_epi32(h[0], h[1]), _mm_packs_epi32(h[2], h[3]));
+            *wide |= (uint64_t)(uint16_t)_mm_movemask_epi8(ws) << (4 * q);
+            *control |= (uint64_t)(uint16_t)_mm_movemask_epi8(cs) << (4 * q);
+            *in_cjk |= (uint64_t)(uint16_t)_mm_movemask_epi8(hs) << (4 * q);
         }
+        return;
+    }
+#endif
+    for (size_t j = 0; j < count; j++) {
+        *wide |= (uint64_t)(cp[j] > 0x7F) << j;
+        *control |= (uint64_t)(cp[j] < 0x20 || cp[j] == 0x7F) << j;
+        *in_cjk |= (uint64_t)cjk(cp[j]) << j;
+    }
+}
+
+static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
+    Masks prev = {0}; /* the last block's, and: */
+    uint64_t p_cjk = 0, p_seg = 0, p_other = 0, p_ap = 0, p_punct = 0, p_letter = 0, p_taken = 0;
+    uint64_t digit_starts = 0, absorbed = 0;
+    size_t k = 0, n = s->n, zrun_end = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        const uint8_t *c = s->cls + base;
+        size_t count = n - base < 64 ? n - base : 64;
+        Masks m = masks_at(c);
+        uint64_t wide, control, in_cjk, sym = 0, mark = 0, punctish = m.ap | m.p;
+        cp_masks(s->cp + base, count, &wide, &control, &in_cjk);
+        for (uint64_t w = wide & punctish; w; w &= w - 1) { /* symbols and marks past ASCII */
+            size_t j = (size_t)__builtin_ctzll(w);
+            uint8_t kind = s->kinds[s->cp[base + j]];
+            sym |= (uint64_t)(kind == K_SYMBOL) << j;
+            mark |= (uint64_t)(kind == K_MARK) << j;
+        }
+        uint64_t al = m.l & ~wide, ap = punctish & ~wide & ~control, ps = sym;
+        uint64_t lm = (m.l & wide) | (mark & ~sym), punct = ap | ps, letter = al | lm;
+        uint64_t other = punctish & ~ap & ~ps & ~lm;
+        uint64_t seg = m.n | BACK1(m.n, prev.n) | (in_cjk ^ BACK1(in_cjk, p_cjk));
+        uint64_t seg1 = BACK1(seg, p_seg);
+#define P1(x, p) (BACK1(x, p) & ~seg)         /* at j - 1, in the same segment */
+#define P2(x, p) (BACK2(x, p) & ~seg & ~seg1) /* at j - 2 */
+        uint64_t found = base == 0;
+        found |= punct & ~P1(punct, p_punct) & ~P1(m.sp, prev.sp);
+        uint64_t first = letter & ~P1(letter, p_letter);
+        uint64_t takes = first & al & P1(ap, p_ap) & ~P2(punct | m.sp, p_punct | prev.sp);
+        found |= first & ~(P1(m.sp, prev.sp) | P1(m.ws, prev.ws) | P1(other, p_other) | takes);
+        /* [!-/:-@[-`{-~][A-Za-z]+ ends at the first other letter or mark */
+        takes |= (p_taken >> 63) & al & 1;
+        takes |= ((al + takes) ^ al) & al;
+        found |= lm & P1(takes, p_taken);
+        /* OTHER: a piece per run, but a letter's prefix starts one of its own */
+        uint64_t next_letter = 0, next_goes_on = 0, next_segment = 1;
+        if (count == 64 && base + 64 < n) {
+            uint32_t cp = s->cp[base + 64];
+            next_letter = c[64] == C_L || (s->kinds[cp] == K_MARK && s->kinds[cp] != K_SYMBOL);
+            next_segment = c[64] == C_N || (m.n >> 63) || (uint64_t)cjk(cp) != in_cjk >> 63;
+            next_goes_on = c[64] != C_N && !cjk(cp);
+        }
+        uint64_t seg_ahead = seg >> 1 | next_segment << 63;
+        uint64_t letter_ahead = (letter >> 1 | next_letter << 63) & ~seg_ahead;
+        found |= other & (letter_ahead | ~P1(other, p_other));
+        found = (found & ~m.n) | digit_groups(m.n, prev.n, &digit_starts); /* \p{N}{1,3} */
+        /* whitespace as cl100k's, a segment's end being the stretch's */
+        uint64_t goes_on = (letter | punct | other | m.nl | m.sp | m.ws) & ~in_cjk;
+        uint64_t more = goes_on >> 1 | next_goes_on << 63;
+        found |= space_starts(s, base, m, prev, P1(punct, p_punct), more, &absorbed, &zrun_end);
+#undef P1
+#undef P2
+        prev = m, p_cjk = in_cjk, p_seg = seg, p_other = other, p_ap = ap, p_punct = punct;
+        p_letter = letter, p_taken = takes;
+        if (count < 64) found &= ((uint64_t)1 << count) - 1;
+        k = emitted(starts, k, base, found);
     }
     return k;
 }
@@ -278,7 +433,8 @@ static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
     while (i < s->n) {
         size_t b = i;
         while (b < s->n && !s->numeric[s->cp[b]]) b++;
-        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, s->han, b - i};
+        Stretch seg = {s->cp + i, s->cls + i, s->folds, s->kinds, s->numeric, s->han, b - i,
+                       NULL, NULL}; /* GPT-2's matcher reads cp */
         for (size_t j = 0; j < seg.n; j = gpt2_match(&seg, j)) starts[k++] = (uint32_t)(i + j);
         if (b < s->n) starts[k++] = (uint32_t)b++;
         i = b;
@@ -312,8 +468,8 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_DEEPSEEK_V3: return deepseek_pieces(s, starts);
     case FAM_SPACES_REPLACED: return spaces_replaced_pieces(s, starts);
     case FAM_GPT2_DIGITS: return gpt2_digits_pieces(s, starts);
-    case FAM_CL100K: PIECES(cl100k_match(s, i, 3));
-    case FAM_QWEN2: PIECES(cl100k_match(s, i, 1));
+    case FAM_CL100K: return cl100k_pieces(s, starts, 3);
+    case FAM_QWEN2: return cl100k_pieces(s, starts, 1);
     case FAM_GPT2: PIECES(gpt2_match(s, i));
     case FAM_TEKKEN: PIECES(o200k_match(s, i, 0, 1, 0));
     case FAM_QWEN35: PIECES(qwen35_match(s, i));

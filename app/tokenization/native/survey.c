@@ -2,20 +2,36 @@
  * blocks it touches that are not probed yet, the byte windows where NFC may change it, and
  * each token's end moved back from the normalized text to the original. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "native.h"
 
+/* Only a character of 3 or 4 bytes lies past block 0 (U+0000-U+0FFF), and its lead byte
+ * (0xE0 and up, never a continuation byte) gives its block with the byte after it: the other
+ * bytes are passed over 16 at a time. */
+static inline void lead_block(const uint8_t *probed, const uint8_t *lead, uint8_t *missing,
+                              int *any) {
+    size_t block = lead[0] < 0xF0 ? (size_t)(lead[0] & 0x0F)
+                                  : (size_t)(lead[0] & 0x07) << 6 | (lead[1] & 0x3F);
+    if (!probed[block]) missing[block] = 1, *any = 1;
+}
+
 int survey_blocks(const uint8_t *probed, const uint8_t *data, size_t n, uint8_t *missing) {
     int any = 0;
-    for (size_t b = 0; b < SURVEY_BLOCKS; b++) missing[b] = 0;
+    memset(missing, 0, SURVEY_BLOCKS);
     if (n && !probed[0]) missing[0] = any = 1;
-    for (size_t i = 0; i < n; i++) {
-        if (data[i] < 0x80 && i + 16 <= n) i += ascii16(data + i) - 1; /* ASCII: block 0 */
-        if (data[i] < 0xC0) continue;
-        int width;
-        uint32_t block = utf8_decode_at(data, i, &width) >> SURVEY_BLOCK_BITS;
-        if (!probed[block]) missing[block] = any = 1;
+    size_t i = 0;
+#if defined(__SSE2__)
+    const __m128i below = _mm_set1_epi8((char)0xDF), zero = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        __m128i over = _mm_subs_epu8(_mm_loadu_si128((const __m128i *)(data + i)), below);
+        unsigned leads = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(over, zero)) & 0xFFFF;
+        for (; leads; leads &= leads - 1)
+            lead_block(probed, data + i + __builtin_ctz(leads), missing, &any);
     }
+#endif
+    for (; i < n; i++)
+        if (data[i] >= 0xE0) lead_block(probed, data + i, missing, &any);
     return any;
 }
 
