@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from gpu_kernels.payload import decode, marked, nfc_windows
 from gpu_kernels.plan import EncoderPlan
 from loadtest.agent_sessions.session import corpus
 from tests.adversarial import long_texts, texts
+from tests.conftest import REPO_ROOT
 from tests.gpu_kernels.conftest import FAMILIES, case_texts, differential, spliced_texts
 from tests.gpu_kernels.test_twin import dense_texts
 from tests.tokenization.test_chunked import _at_characters
@@ -484,3 +487,22 @@ def test_chunks_the_native_encoder_declines_go_to_the_reference(
     assert encoded.ids.tolist() == reference("qwen3").encode(text, add_special_tokens=False).ids
     data, (_, want_ends) = text.encode(), tokenizer.encode(text)
     assert np.array_equal(_at_characters(data, encoded.ends), _at_characters(data, want_ends))
+
+
+def test_the_scalar_decode_where_the_cpu_has_the_wide_one() -> None:
+    """Where the CPU has AVX-512 VBMI, ASCII is classified 64 bytes at a time and the scalar
+    path never runs in this process: this module's differential tests run again in a child
+    with it turned off (``TOKSPLICE_NATIVE_SCALAR=1``), which says it is off."""
+    env = {**os.environ, "TOKSPLICE_NATIVE_SCALAR": "1"}
+    flag = "import app.tokenization.native._native as m; print(m.WIDE_ASCII)"
+    off = subprocess.run([sys.executable, "-c", flag], env=env, cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert off.stdout.strip() == "0"
+    selected = "adversarial_text or agent_transcripts or real_files or long_repeated_piece"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", __file__,
+         "-k", selected],
+        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert " passed" in run.stdout and " failed" not in run.stdout

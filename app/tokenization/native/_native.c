@@ -300,7 +300,8 @@ static void work_done(Work *w) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define WIDE_ASCII 1
-static int wide_ascii; /* the CPU has AVX-512 VBMI (set at import) */
+static int wide_ascii; /* the CPU has AVX-512 VBMI (set at import; TOKSPLICE_NATIVE_SCALAR=1
+                        * turns it off, so the scalar path can be checked on such a CPU) */
 
 /* 64 bytes at p, if all are ASCII, as 64 characters: their classes by one byte permute over
  * the table's first 128 entries, (cp, offsets not NULL) their code points and byte offsets from
@@ -657,12 +658,20 @@ static struct PyModuleDef native_module = {
 PyMODINIT_FUNC PyInit__native(void) {
 #ifdef WIDE_ASCII
     __builtin_cpu_init();
-    wide_ascii = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+    const char *scalar = getenv("TOKSPLICE_NATIVE_SCALAR");
+    wide_ascii = !(scalar && strcmp(scalar, "1") == 0) && __builtin_cpu_supports("avx512vbmi") &&
+                 __builtin_cpu_supports("avx512bw");
 #endif
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
+#ifdef WIDE_ASCII
+    const long wide = wide_ascii;
+#else
+    const long wide = 0;
+#endif
+    if (PyModule_AddIntConstant(m, "WIDE_ASCII", wide) < 0 ||
+        PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddObjectRef(m, "AddedTokens", (PyObject *)&AddedTokensType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -1,5 +1,8 @@
 from typing import Any
 
+WIDE_ASCII: int
+"""1 where ASCII is classified 64 bytes at a time (AVX-512 VBMI), 0 on the scalar path."""
+
 class Encoder:
     def __init__(self, *arrays_and_sizes: Any) -> None: ...
     def encode(
