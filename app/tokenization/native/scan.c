@@ -2,8 +2,8 @@
  *
  * Where a piece starts depends only on the classes around it and a few facts of its runs for
  * the cl100k family and DeepSeek-V3: their starts are the GPU's predicates
- * (gpu_kernels.piece_starts, deepseek_starts) as bit masks, 64 characters at a time.  The
- * other families' are sequential matchers: each tries the pattern's alternatives at position
+ * (gpu_kernels.piece_starts, deepseek_starts) as bit masks, 64 characters at a time; so are
+ * o200k's where the text is ASCII.  The other families' are sequential matchers: each tries the pattern's alternatives at position
  * i in order, with the regex engine's greedy-then-backtrack choices spelled out, and returns
  * where the match ends; the next search starts there.  The character classes are those of
  * gpu_kernels.char_classes (probed from the reference's own regex engine), so both ask the
@@ -138,23 +138,28 @@ static inline uint64_t digit_groups(uint64_t digits, uint64_t last, uint64_t *gr
     return *grouped = got;
 }
 
-/* The starts in a block's whitespace runs [a, b) (run_scans.whitespace_starts): punctuation
- * before a (after_punct: bit j where j - 1 is) absorbs the newlines opening the run; what is
- * left starts at a', after the run's last newline t, and at b - 1 when b - 1 > max(t + 1, a')
- * and the text goes on at b (more: bit j where it goes on at j + 1), \s+(?!\S) handing that
- * one to what follows.  absorbed and zrun_end (the end of the run of SP/WS the last block
- * ended in) carry from block to block. */
+/* The newlines opening a block's whitespace runs that punctuation before them absorbs
+ * (after_punct: bit j where j - 1 is punctuation; last: the last block's). */
+static inline uint64_t newlines_eaten(Masks m, Masks prev, uint64_t after_punct, uint64_t last) {
+    uint64_t space = m.nl | m.sp | m.ws;
+    uint64_t eaten = space & ~BACK1(space, prev.nl | prev.sp | prev.ws) & after_punct & m.nl;
+    eaten |= (last >> 63) & m.nl & 1; /* newlines absorbed in the last block go on */
+    return eaten | (((m.nl + eaten) ^ m.nl) & m.nl);
+}
+
+/* The starts in a block's whitespace runs [a, b) (run_scans.whitespace_starts): the newlines
+ * eaten (those opening a run that what is before it absorbs; last_eaten: the last block's) do
+ * not start; what is left starts at a', after the run's last newline t, and at b - 1 when
+ * b - 1 > max(t + 1, a') and the text goes on at b (more: bit j where it goes on at j + 1),
+ * \s+(?!\S) handing that one to what follows.  zrun_end (the end of the run of SP/WS the last
+ * block ended in) carries from block to block. */
 static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Masks prev,
-                                    uint64_t after_punct, uint64_t more, uint64_t *absorbed,
+                                    uint64_t eaten, uint64_t last_eaten, uint64_t more,
                                     size_t *zrun_end) {
     const uint8_t *c = s->cls + base;
     uint64_t space = m.nl | m.sp | m.ws, blank = m.sp | m.ws; /* \s; \s but newlines */
     uint64_t opening = space & ~BACK1(space, prev.nl | prev.sp | prev.ws);
-    uint64_t eaten = opening & after_punct & m.nl;
-    eaten |= (*absorbed >> 63) & m.nl & 1; /* newlines absorbed in the last block go on */
-    eaten |= ((m.nl + eaten) ^ m.nl) & m.nl;
-    uint64_t found = (opening & ~eaten) | (BACK1(eaten, *absorbed) & blank);
-    *absorbed = eaten;
+    uint64_t found = (opening & ~eaten) | (BACK1(eaten, last_eaten) & blank);
     uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
     if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
         size_t e = *zrun_end;
@@ -202,7 +207,9 @@ static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
             else if (cut) found |= (uint64_t)1 << cut;
         }
         uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
-        found |= space_starts(s, base, m, prev, BACK1(punct, pp), more, &absorbed, &zrun_end);
+        uint64_t eaten = newlines_eaten(m, prev, BACK1(punct, pp), absorbed);
+        found |= space_starts(s, base, m, prev, eaten, absorbed, more, &zrun_end);
+        absorbed = eaten;
         prev = m;
         if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
         k = emitted(starts, k, base, found);
@@ -260,7 +267,7 @@ static inline size_t o200k_upper_word(const Stretch *s, size_t i, int no_han) {
 
 /* o200k (contractions, digits in threes), Tekken (neither: \p{N} alone) and, after its Han
  * runs, Kimi (kimi: letters without Han, cl100k's punctuation: ?[^\s\p{L}\p{N}]+[\r\n]*). */
-static inline size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
+static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
                                  int kimi) {
     uint8_t c = s->cls[i];
     int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
@@ -282,6 +289,139 @@ static inline size_t o200k_match(const Stretch *s, size_t i, int contractions, s
         return e;
     }
     return whitespace(s, i, s->n, 1);
+}
+
+/* o200k and Tekken with bit masks where the text is ASCII: a piece's end depends on where it
+ * started (gpu_kernels.piece_starts.o200k_transfers: a mark is a letter or punctuation, a `/`
+ * absorbed or not), but among ASCII characters (no marks, no Lm/Lo, letters cased by bit 5)
+ * the starts are local like cl100k's but for the stretch of newlines and slashes a
+ * punctuation run absorbs, a word's [U]*[W]* split where an upper-case letter follows a
+ * lower-case one, and contractions ending words.  A block is taken so when it and the three
+ * characters after it are ASCII; elsewhere o200k_match runs from the last start found, and
+ * the masks take up again at the start it reaches, as if the stretch began there (the
+ * pattern has no look-behind, so what comes after a start depends only on the text after). */
+
+/* Bits of the count (<= 64) code points at cp above ASCII. */
+static inline uint64_t wide64(const uint32_t *cp, size_t count) {
+    uint64_t wide = 0;
+#if defined(__SSE2__)
+    if (count == 64) {
+        const __m128i del = _mm_set1_epi32(0x7F);
+        for (int q = 0; q < 16; q += 4) {
+            __m128i w[4];
+            for (int r = 0; r < 4; r++)
+                w[r] = _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(cp + 4 * (q + r))), del);
+            __m128i ws = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+            wide |= (uint64_t)(uint16_t)_mm_movemask_epi8(ws) << (4 * q);
+        }
+        return wide;
+    }
+#endif
+    for (size_t j = 0; j < count; j++) wide |= (uint64_t)(cp[j] > 0x7F) << j;
+    return wide;
+}
+
+/* Of 64 ASCII code points at cp: the bits of those with bit 5 clear (upper-case letters among
+ * letters) and of the slashes. */
+static inline void ascii_masks(const uint32_t *cp, uint64_t *no_bit5, uint64_t *slash) {
+#if defined(__SSE2__)
+    uint64_t bit5 = 0, sl = 0;
+    for (int q = 0; q < 4; q++) {
+        const __m128i *v = (const __m128i *)(cp + 16 * q);
+        __m128i b = _mm_packus_epi16(_mm_packs_epi32(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
+                                     _mm_packs_epi32(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
+        /* bit 5 of each byte moved to its bit 7 (the 16-bit shift carries nothing into it) */
+        bit5 |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_slli_epi16(b, 2)) << (16 * q);
+        sl |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, _mm_set1_epi8('/'))) << (16 * q);
+    }
+    *no_bit5 = ~bit5, *slash = sl;
+#else
+    *no_bit5 = *slash = 0;
+    for (int j = 0; j < 64; j++) {
+        *no_bit5 |= (uint64_t)!(cp[j] & 0x20) << j;
+        *slash |= (uint64_t)(cp[j] == '/') << j;
+    }
+#endif
+}
+
+/* Bits set in m smeared up through the runs of g (each position of g's run above a bit of m). */
+static inline uint64_t smear_up(uint64_t m, uint64_t g) {
+    for (int d = 1; d < 64; d *= 2) {
+        m |= (m << d) & g;
+        g &= g << d;
+    }
+    return m;
+}
+
+static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits) {
+    size_t n = s->n, k = 0, i = 0; /* i: the next start o200k_match has found */
+    int masked = 0;                /* the last block was taken by the masks */
+    Masks prev = {0};
+    uint64_t p_lower = 0, p_absorbed = 0, p_eaten = 0, p_pstart = 0, digit_starts = 0;
+    uint64_t pending = 0, held_next = 0, wide_next = wide64(s->cp, n < 64 ? n : 64);
+    size_t zrun_end = 0, last_cut = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        size_t count = n - base < 64 ? n - base : 64;
+        uint64_t wide = wide_next;
+        wide_next = base + 64 < n ? wide64(s->cp + base + 64, n - base - 64 < 64 ? n - base - 64 : 64) : 0;
+        if (count < 64 || wide || (wide_next & 7)) { /* o200k_match from a start */
+            if (masked) i = starts[--k], masked = 0, held_next = 0; /* from the last start */
+            for (; i < base + 64 && i < n; i = o200k_match(s, i, contractions, digits, 0))
+                starts[k++] = (uint32_t)i;
+            continue;
+        }
+        if (i >= base + 64) continue; /* a piece goes on through the block */
+        uint64_t from = ~(uint64_t)0, found = pending;
+        if (!masked) { /* the stretch as if it began at i */
+            from <<= i - base;
+            prev = (Masks){0}, p_lower = p_absorbed = p_eaten = p_pstart = digit_starts = 0;
+            found = (uint64_t)1 << (i - base), zrun_end = 0, masked = 1;
+        }
+        pending = 0;
+        const uint8_t *c = s->cls + base;
+        Masks m = masks_at(c);
+        m.nl &= from, m.sp &= from, m.ws &= from, m.l &= from, m.n &= from, m.ap &= from, m.p &= from;
+        uint64_t no_bit5, slash;
+        ascii_masks(s->cp + base, &no_bit5, &slash);
+        uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
+        uint64_t upper = m.l & no_bit5, lower = m.l & ~no_bit5;
+        /* [^\s\p{L}\p{N}]+[\r\n/]*: the newlines after a punctuation run and the newlines and
+         * slashes after them are absorbed */
+        uint64_t x = m.nl | (slash & from);
+        uint64_t absorbed = smear_up((m.nl & BACK1(punct, pp)) | ((p_absorbed >> 63) & x & 1), x);
+        uint64_t runs = punct & ~absorbed, p_runs = pp & ~p_absorbed;
+        /* a contraction after a word (not after another contraction): its letters go with
+         * it, and a piece starts after it */
+        uint64_t held = held_next;
+        held_next = 0;
+        if (contractions)
+            for (uint64_t a = m.ap & BACK1(m.l, prev.l); a; a &= a - 1) {
+                size_t j = (size_t)__builtin_ctzll(a), at = base + j;
+                size_t len = at == last_cut ? 0 : contraction_after(s, at);
+                if (!len) continue;
+                last_cut = at + len;
+                unsigned __int128 span = (unsigned __int128)(((uint64_t)1 << len) - 1) << j;
+                held |= (uint64_t)span, held_next |= (uint64_t)(span >> 64);
+                if (j + len >= 64) pending |= (uint64_t)1 << (j + len - 64);
+                else found |= (uint64_t)1 << (j + len);
+            }
+        /* a punctuation run starts unless after U+0020 (its prefix) */
+        uint64_t pstart = runs & ~BACK1(runs, p_runs) & ~BACK1(m.sp, prev.sp) & ~held;
+        found |= pstart;
+        /* a word starts unless after a prefix (\s but a newline, or punctuation that starts);
+         * inside a run of letters, at an upper-case letter after a lower-case one */
+        uint64_t first = m.l & ~BACK1(m.l, prev.l);
+        uint64_t prefixed = BACK1(m.sp | m.ws, prev.sp | prev.ws) | BACK1(pstart, p_pstart);
+        found |= (first & ~prefixed) | (upper & BACK1(lower, p_lower));
+        found |= digits == 1 ? m.n : digit_groups(m.n, prev.n, &digit_starts);
+        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        uint64_t eaten = absorbed & m.nl;
+        found |= space_starts(s, base, m, prev, eaten, p_eaten, more, &zrun_end);
+        found &= ~held;
+        prev = m, p_lower = lower, p_absorbed = absorbed, p_eaten = eaten, p_pstart = pstart;
+        k = emitted(starts, k, base, found & from);
+    }
+    return k;
 }
 
 /* Kimi K2: [\p{Han}]+ first (whatever the characters' classes), then o200k's words without
@@ -414,7 +554,9 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         /* whitespace as cl100k's, a segment's end being the stretch's */
         uint64_t goes_on = (letter | punct | other | m.nl | m.sp | m.ws) & ~in_cjk;
         uint64_t more = goes_on >> 1 | next_goes_on << 63;
-        found |= space_starts(s, base, m, prev, P1(punct, p_punct), more, &absorbed, &zrun_end);
+        uint64_t eaten = newlines_eaten(m, prev, P1(punct, p_punct), absorbed);
+        found |= space_starts(s, base, m, prev, eaten, absorbed, more, &zrun_end);
+        absorbed = eaten;
 #undef P1
 #undef P2
         prev = m, p_cjk = in_cjk, p_seg = seg, p_other = other, p_ap = ap, p_punct = punct;
@@ -474,6 +616,6 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_TEKKEN: PIECES(o200k_match(s, i, 0, 1, 0));
     case FAM_QWEN35: PIECES(qwen35_match(s, i));
     case FAM_KIMI: PIECES(kimi_match(s, i));
-    default: PIECES(o200k_match(s, i, 1, 3, 0));
+    default: return o200k_pieces(s, starts, 1, 3);
     }
 }
