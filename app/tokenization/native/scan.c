@@ -3,13 +3,14 @@
  * Where a piece starts depends only on the classes around it and a few facts of its runs for
  * the cl100k family and DeepSeek-V3: their starts are the GPU's predicates
  * (gpu_kernels.piece_starts, deepseek_starts) as bit masks, 64 characters at a time; so are
- * o200k's where the text is ASCII.  The other families' are sequential matchers: each tries the pattern's alternatives at position
- * i in order, with the regex engine's greedy-then-backtrack choices spelled out, and returns
- * where the match ends; the next search starts there.  The character classes are those of
- * gpu_kernels.char_classes (probed from the reference's own regex engine), so both ask the
- * same questions of the same table as the GPU predicates, and the tests hold all of them to
- * the reference.  Positions at or past the stretch's end read as "no class": a stretch ends
- * where the text or an added token does, and the reference pre-tokenizes each alone.
+ * o200k's and Tekken's where the text is ASCII.  The other families' are sequential
+ * matchers: each tries the pattern's alternatives at position i in order, with the regex
+ * engine's greedy-then-backtrack choices spelled out, and returns where the match ends; the
+ * next search starts there.  The character classes are those of gpu_kernels.char_classes
+ * (probed from the reference's own regex engine), so both ask the same questions of the same
+ * table as the GPU predicates, and the tests hold all of them to the reference.  Positions at
+ * or past the stretch's end read as "no class": a stretch ends where the text or an added
+ * token does, and the reference pre-tokenizes each alone.
  */
 #include "native.h"
 
@@ -328,11 +329,13 @@ static inline void ascii_masks(const uint32_t *cp, uint64_t *no_bit5, uint64_t *
     uint64_t bit5 = 0, sl = 0;
     for (int q = 0; q < 4; q++) {
         const __m128i *v = (const __m128i *)(cp + 16 * q);
-        __m128i b = _mm_packus_epi16(_mm_packs_epi32(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
-                                     _mm_packs_epi32(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
+        __m128i lo = _mm_packs_epi32(_mm_loadu_si128(v), _mm_loadu_si128(v + 1));
+        __m128i hi = _mm_packs_epi32(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3));
+        __m128i b = _mm_packus_epi16(lo, hi);
         /* bit 5 of each byte moved to its bit 7 (the 16-bit shift carries nothing into it) */
         bit5 |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_slli_epi16(b, 2)) << (16 * q);
-        sl |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, _mm_set1_epi8('/'))) << (16 * q);
+        __m128i slashes = _mm_cmpeq_epi8(b, _mm_set1_epi8('/'));
+        sl |= (uint64_t)(uint16_t)_mm_movemask_epi8(slashes) << (16 * q);
     }
     *no_bit5 = ~bit5, *slash = sl;
 #else
@@ -363,7 +366,8 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
     for (size_t base = 0; base < n; base += 64) {
         size_t count = n - base < 64 ? n - base : 64;
         uint64_t wide = wide_next;
-        wide_next = base + 64 < n ? wide64(s->cp + base + 64, n - base - 64 < 64 ? n - base - 64 : 64) : 0;
+        size_t ahead = n - base - count; /* characters after the block */
+        wide_next = ahead ? wide64(s->cp + base + 64, ahead < 64 ? ahead : 64) : 0;
         if (count < 64 || wide || (wide_next & 7)) { /* o200k_match from a start */
             if (masked) i = starts[--k], masked = 0, held_next = 0; /* from the last start */
             for (; i < base + 64 && i < n; i = o200k_match(s, i, contractions, digits, 0))
@@ -380,7 +384,8 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         pending = 0;
         const uint8_t *c = s->cls + base;
         Masks m = masks_at(c);
-        m.nl &= from, m.sp &= from, m.ws &= from, m.l &= from, m.n &= from, m.ap &= from, m.p &= from;
+        m.nl &= from, m.sp &= from, m.ws &= from, m.l &= from, m.n &= from;
+        m.ap &= from, m.p &= from;
         uint64_t no_bit5, slash;
         ascii_masks(s->cp + base, &no_bit5, &slash);
         uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
@@ -414,7 +419,8 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         uint64_t prefixed = BACK1(m.sp | m.ws, prev.sp | prev.ws) | BACK1(pstart, p_pstart);
         found |= (first & ~prefixed) | (upper & BACK1(lower, p_lower));
         found |= digits == 1 ? m.n : digit_groups(m.n, prev.n, &digit_starts);
-        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1;
+        more |= (uint64_t)(c[64] != 255) << 63;
         uint64_t eaten = absorbed & m.nl;
         found |= space_starts(s, base, m, prev, eaten, p_eaten, more, &zrun_end);
         found &= ~held;
@@ -613,7 +619,7 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_CL100K: return cl100k_pieces(s, starts, 3);
     case FAM_QWEN2: return cl100k_pieces(s, starts, 1);
     case FAM_GPT2: PIECES(gpt2_match(s, i));
-    case FAM_TEKKEN: PIECES(o200k_match(s, i, 0, 1, 0));
+    case FAM_TEKKEN: return o200k_pieces(s, starts, 0, 1);
     case FAM_QWEN35: PIECES(qwen35_match(s, i));
     case FAM_KIMI: PIECES(kimi_match(s, i));
     default: return o200k_pieces(s, starts, 1, 3);
