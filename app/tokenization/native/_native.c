@@ -329,9 +329,9 @@ ascii64(const uint8_t *classes, const uint8_t *p, uint8_t *cls, uint32_t *cp, ui
 
 /* The code points of data[a:b] (points: else none) and their classes into w, and each one's
  * byte offset in at unless every one is ASCII (then at is NULL: the offset is the index);
- * their count. */
-static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, size_t b, Work *w,
-                      int points, uint32_t **at) {
+ * their count.  kinds (not NULL): marks are classed as letters (no ASCII character is one). */
+static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_t *data,
+                      size_t a, size_t b, Work *w, int points, uint32_t **at) {
     uint32_t *offsets = NULL; /* until a character is not ASCII */
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
@@ -366,7 +366,7 @@ static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, siz
         int width;
         uint32_t c = utf8_decode_at(data, i, &width);
         if (points) w->cp[n] = c;
-        w->cls[n] = classes[c];
+        w->cls[n] = kinds != NULL && kinds[c] == K_MARK ? C_L : classes[c];
         offsets[n] = (uint32_t)(i - a);
         i += width;
     }
@@ -380,8 +380,11 @@ static size_t decoded(const uint8_t *classes, const uint8_t *data, size_t a, siz
 static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
                            size_t b, Work *w, int32_t *out) {
     uint32_t *at;
-    int points = e->family != FAM_CL100K && e->family != FAM_QWEN2; /* see Stretch */
-    size_t n = decoded(e->tables[T_CLASSES].buf, data, a, b, w, points, &at);
+    int family = e->family, points = family != FAM_CL100K && family != FAM_QWEN2 &&
+                                     family != FAM_QWEN35; /* see Stretch */
+    /* Qwen3.5's pattern is Qwen2's with \p{M} joining \p{L} (and leaving punctuation) */
+    const uint8_t *marks = family == FAM_QWEN35 ? e->tables[T_KINDS].buf : NULL;
+    size_t n = decoded(e->tables[T_CLASSES].buf, marks, data, a, b, w, points, &at);
     memset(w->cls + n, 255, RUN_PAD); /* no class */
     Stretch s = {points ? w->cp : NULL, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
                  e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n, data + a, at};

@@ -1,10 +1,10 @@
 /* The split patterns of the covered families over one stretch: where each piece starts.
  *
  * Where a piece starts depends only on the classes around it and a few facts of its runs for
- * the cl100k family and DeepSeek-V3: their starts are the GPU's predicates
- * (gpu_kernels.piece_starts, deepseek_starts) as bit masks, 64 characters at a time; so are
- * o200k's and Tekken's where the text is ASCII.  The other families' are sequential
- * matchers: each tries the pattern's alternatives at position i in order, with the regex
+ * the cl100k family (Qwen3.5 in it: the decode classes its marks as letters) and DeepSeek-V3:
+ * their starts are the GPU's predicates (gpu_kernels.piece_starts, deepseek_starts) as bit
+ * masks, 64 characters at a time; so are o200k's and Tekken's where the text is ASCII.  The
+ * other families' are sequential matchers: each tries the pattern's alternatives at position i in order, with the regex
  * engine's greedy-then-backtrack choices spelled out, and returns where the match ends; the
  * next search starts there.  The character classes are those of gpu_kernels.char_classes
  * (probed from the reference's own regex engine), so both ask the same questions of the same
@@ -438,34 +438,6 @@ static size_t kimi_match(const Stretch *s, size_t i) {
     return e > i ? e : o200k_match(s, i, 1, 3, 1);
 }
 
-/* Qwen3.5: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}
- * | ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ : Qwen2's with marks joining letters
- * (a mark is class P with kind K_MARK).  A mark also fits the prefix class, but a prefix mark
- * followed by letters or marks ends where the run from the mark itself does. */
-static inline int letter_or_mark(const Stretch *s, size_t i) {
-    return i < s->n && (s->cls[i] == C_L || s->kinds[s->cp[i]] == K_MARK);
-}
-static inline int punct_not_mark(const Stretch *s, size_t i) {
-    return i < s->n && is_punct(s->cls[i]) && s->kinds[s->cp[i]] != K_MARK;
-}
-
-static size_t qwen35_match(const Stretch *s, size_t i) {
-    uint8_t c = s->cls[i];
-    size_t e = contraction(s, i);
-    if (e) return i + e;
-    if (letter_or_mark(s, i) || (c != C_NL && c != C_N && letter_or_mark(s, i + 1))) {
-        for (e = i + 1; letter_or_mark(s, e); e++) {}
-        return e;
-    }
-    if (c == C_N) return i + 1;
-    size_t p = (s->cp[i] == ' ' && punct_not_mark(s, i + 1)) ? i + 1 : i;
-    if (punct_not_mark(s, p)) {
-        for (e = p; punct_not_mark(s, e); e++) {}
-        return run_of(s, e, C_NL);
-    }
-    return whitespace(s, i, s->n, 1);
-}
-
 /* DeepSeek-V3 as bit masks too (gpu_kernels.deepseek_starts): \p{N}{1,3} and CJK runs are
  * segments of their own, and inside each the third split's starts are cl100k's with its
  * classes: ASCII letters, other letters and marks, ASCII punctuation, other \p{P}\p{S},
@@ -617,10 +589,10 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_SPACES_REPLACED: return spaces_replaced_pieces(s, starts);
     case FAM_GPT2_DIGITS: return gpt2_digits_pieces(s, starts);
     case FAM_CL100K: return cl100k_pieces(s, starts, 3);
-    case FAM_QWEN2: return cl100k_pieces(s, starts, 1);
+    case FAM_QWEN2:
+    case FAM_QWEN35: return cl100k_pieces(s, starts, 1); /* its marks classed as letters */
     case FAM_GPT2: PIECES(gpt2_match(s, i));
     case FAM_TEKKEN: return o200k_pieces(s, starts, 0, 1);
-    case FAM_QWEN35: PIECES(qwen35_match(s, i));
     case FAM_KIMI: PIECES(kimi_match(s, i));
     default: return o200k_pieces(s, starts, 1, 3);
     }
