@@ -3,14 +3,15 @@
  * Where a piece starts depends only on the classes around it and a few facts of its runs for
  * the cl100k family (Qwen3.5 in it: the decode classes its marks as letters) and DeepSeek-V3:
  * their starts are the GPU's predicates (gpu_kernels.piece_starts, deepseek_starts) as bit
- * masks, 64 characters at a time; so are o200k's and Tekken's where the text is ASCII.  The
- * other families' are sequential matchers: each tries the pattern's alternatives at position i in order, with the regex
- * engine's greedy-then-backtrack choices spelled out, and returns where the match ends; the
- * next search starts there.  The character classes are those of gpu_kernels.char_classes
- * (probed from the reference's own regex engine), so both ask the same questions of the same
- * table as the GPU predicates, and the tests hold all of them to the reference.  Positions at
- * or past the stretch's end read as "no class": a stretch ends where the text or an added
- * token does, and the reference pre-tokenizes each alone.
+ * masks, 64 characters at a time; so are o200k's, Tekken's and Kimi's where the text is ASCII.
+ * The other families' are sequential matchers: each tries the pattern's alternatives at
+ * position i in order, with the regex engine's greedy-then-backtrack choices spelled out, and
+ * returns where the match ends; the next search starts there.  The character classes are
+ * those of gpu_kernels.char_classes (probed from the reference's own regex engine), so both
+ * ask the same questions of the same table as the GPU predicates, and the tests hold all of
+ * them to the reference.  Positions at or past the stretch's end read as "no class": a
+ * stretch ends where the text or an added token does, and the reference pre-tokenizes each
+ * alone.
  */
 #include "native.h"
 
@@ -292,8 +293,16 @@ static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t d
     return whitespace(s, i, s->n, 1);
 }
 
-/* o200k and Tekken with bit masks where the text is ASCII: a piece's end depends on where it
- * started (gpu_kernels.piece_starts.o200k_transfers: a mark is a letter or punctuation, a `/`
+/* Kimi K2: [\p{Han}]+ first (whatever the characters' classes), then o200k's words without
+ * Han, \p{N}{1,3} and the rest (o200k_match). */
+static size_t kimi_match(const Stretch *s, size_t i) {
+    size_t e = i;
+    while (e < s->n && s->han[s->cp[e]]) e++;
+    return e > i ? e : o200k_match(s, i, 1, 3, 1);
+}
+
+/* o200k, Tekken and Kimi with bit masks where the text is ASCII: a piece's end depends on where
+ * it started (gpu_kernels.piece_starts.o200k_transfers: a mark is a letter or punctuation, a `/`
  * absorbed or not), but among ASCII characters (no marks, no Lm/Lo, letters cased by bit 5)
  * the starts are local like cl100k's but for the stretch of newlines and slashes a
  * punctuation run absorbs, a word's [U]*[W]* split where an upper-case letter follows a
@@ -356,7 +365,8 @@ static inline uint64_t smear_up(uint64_t m, uint64_t g) {
     return m;
 }
 
-static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits) {
+static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits,
+                           int kimi) {
     size_t n = s->n, k = 0, i = 0; /* i: the next start o200k_match has found */
     int masked = 0;                /* the last block was taken by the masks */
     Masks prev = {0};
@@ -370,7 +380,8 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         wide_next = ahead ? wide64(s->cp + base + 64, ahead < 64 ? ahead : 64) : 0;
         if (count < 64 || wide || (wide_next & 7)) { /* o200k_match from a start */
             if (masked) i = starts[--k], masked = 0, held_next = 0; /* from the last start */
-            for (; i < base + 64 && i < n; i = o200k_match(s, i, contractions, digits, 0))
+            for (; i < base + 64 && i < n;
+                 i = kimi ? kimi_match(s, i) : o200k_match(s, i, contractions, digits, 0))
                 starts[k++] = (uint32_t)i;
             continue;
         }
@@ -391,8 +402,8 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
         uint64_t upper = m.l & no_bit5, lower = m.l & ~no_bit5;
         /* [^\s\p{L}\p{N}]+[\r\n/]*: the newlines after a punctuation run and the newlines and
-         * slashes after them are absorbed */
-        uint64_t x = m.nl | (slash & from);
+         * slashes after them are absorbed (Kimi's [\r\n]*: the newlines) */
+        uint64_t x = m.nl | (kimi ? 0 : slash & from);
         uint64_t absorbed = smear_up((m.nl & BACK1(punct, pp)) | ((p_absorbed >> 63) & x & 1), x);
         uint64_t runs = punct & ~absorbed, p_runs = pp & ~p_absorbed;
         /* a contraction after a word (not after another contraction): its letters go with
@@ -428,14 +439,6 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         k = emitted(starts, k, base, found & from);
     }
     return k;
-}
-
-/* Kimi K2: [\p{Han}]+ first (whatever the characters' classes), then o200k's words without
- * Han, \p{N}{1,3} and the rest (o200k_match). */
-static size_t kimi_match(const Stretch *s, size_t i) {
-    size_t e = i;
-    while (e < s->n && s->han[s->cp[e]]) e++;
-    return e > i ? e : o200k_match(s, i, 1, 3, 1);
 }
 
 /* DeepSeek-V3 as bit masks too (gpu_kernels.deepseek_starts): \p{N}{1,3} and CJK runs are
@@ -592,8 +595,8 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_QWEN2:
     case FAM_QWEN35: return cl100k_pieces(s, starts, 1); /* its marks classed as letters */
     case FAM_GPT2: PIECES(gpt2_match(s, i));
-    case FAM_TEKKEN: return o200k_pieces(s, starts, 0, 1);
-    case FAM_KIMI: PIECES(kimi_match(s, i));
-    default: return o200k_pieces(s, starts, 1, 3);
+    case FAM_TEKKEN: return o200k_pieces(s, starts, 0, 1, 0);
+    case FAM_KIMI: return o200k_pieces(s, starts, 1, 3, 1);
+    default: return o200k_pieces(s, starts, 1, 3, 0);
     }
 }
