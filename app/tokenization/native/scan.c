@@ -1,17 +1,17 @@
 /* The split patterns of the covered families over one stretch: where each piece starts.
  *
  * Where a piece starts depends only on the classes around it and a few facts of its runs for
- * the cl100k family (Qwen3.5 in it: the decode classes its marks as letters) and DeepSeek-V3:
- * their starts are the GPU's predicates (gpu_kernels.piece_starts, deepseek_starts) as bit
- * masks, 64 characters at a time; so are o200k's, Tekken's and Kimi's where the text is ASCII.
- * The other families' are sequential matchers: each tries the pattern's alternatives at
- * position i in order, with the regex engine's greedy-then-backtrack choices spelled out, and
- * returns where the match ends; the next search starts there.  The character classes are
- * those of gpu_kernels.char_classes (probed from the reference's own regex engine), so both
- * ask the same questions of the same table as the GPU predicates, and the tests hold all of
- * them to the reference.  Positions at or past the stretch's end read as "no class": a
- * stretch ends where the text or an added token does, and the reference pre-tokenizes each
- * alone.
+ * GPT-2, the cl100k family (Qwen3.5 in it: the decode classes its marks as letters) and
+ * DeepSeek-V3: their starts are the GPU's predicates (gpu_kernels.piece_starts,
+ * deepseek_starts) as bit masks, 64 characters at a time; so are o200k's, Tekken's and Kimi's
+ * where the text is ASCII.  The other families' are sequential matchers: each tries the
+ * pattern's alternatives at position i in order, with the regex engine's
+ * greedy-then-backtrack choices spelled out, and returns where the match ends; the next
+ * search starts there.  The character classes are those of gpu_kernels.char_classes (probed
+ * from the reference's own regex engine), so both ask the same questions of the same table as
+ * the GPU predicates, and the tests hold all of them to the reference.  Positions at or past
+ * the stretch's end read as "no class": a stretch ends where the text or an added token does,
+ * and the reference pre-tokenizes each alone.
  */
 #include "native.h"
 
@@ -228,6 +228,43 @@ static size_t gpt2_match(const Stretch *s, size_t i) {
     if (c == C_L || c == C_N) return run_of(s, p, c);
     if (is_punct(c)) return punct_run(s, p);
     return whitespace(s, i, s->n, 0);
+}
+
+/* GPT-2's starts as bit masks (gpu_kernels.piece_starts.gpt2_starts): a run of letters,
+ * digits or punctuation starts unless U+0020 precedes it (its prefix); a ' that starts ends
+ * its piece after a lower-case contraction, if one follows; a whitespace run [a, b) starts at
+ * a and hands b - 1 to what follows when b - 1 > a and the text goes on at b. */
+static size_t gpt2_pieces(const Stretch *s, uint32_t *starts) {
+    Masks prev = {0};
+    uint64_t held = 0, pending = 0;
+    size_t k = 0;
+    for (size_t base = 0; base < s->n; base += 64) {
+        const uint8_t *c = s->cls + base;
+        Masks m = masks_at(c);
+        uint64_t space = m.nl | m.sp | m.ws, p_space = prev.nl | prev.sp | prev.ws;
+        uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
+        uint64_t first = (m.l & ~BACK1(m.l, prev.l)) | (m.n & ~BACK1(m.n, prev.n)) |
+                         (punct & ~BACK1(punct, pp));
+        uint64_t found = (first & ~BACK1(m.sp, prev.sp)) | pending | (base == 0);
+        uint64_t taken = held; /* a contraction's first letter: not a start */
+        held = pending = 0;
+        for (uint64_t a = found & m.ap; a; a &= a - 1) {
+            size_t j = (size_t)__builtin_ctzll(a), len = exact_contraction(s, base + j);
+            if (!len) continue;
+            if (j + 1 < 64) taken |= (uint64_t)1 << (j + 1);
+            else held = 1;
+            if (j + len < 64) found |= (uint64_t)1 << (j + len);
+            else pending |= (uint64_t)1 << (j + len - 64);
+        }
+        found &= ~taken;
+        uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
+        uint64_t more = (space | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        found |= (space & ~BACK1(space, p_space)) | (last & BACK1(space, p_space) & more);
+        prev = m;
+        if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
+        k = emitted(starts, k, base, found);
+    }
+    return k;
 }
 
 /* o200k's letter classes at u (< n): U = Lu Lt Lm Lo M, W = Ll Lm Lo M; Kimi's (no_han)
@@ -594,7 +631,7 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_CL100K: return cl100k_pieces(s, starts, 3);
     case FAM_QWEN2:
     case FAM_QWEN35: return cl100k_pieces(s, starts, 1); /* its marks classed as letters */
-    case FAM_GPT2: PIECES(gpt2_match(s, i));
+    case FAM_GPT2: return gpt2_pieces(s, starts);
     case FAM_TEKKEN: return o200k_pieces(s, starts, 0, 1, 0);
     case FAM_KIMI: return o200k_pieces(s, starts, 1, 3, 1);
     default: return o200k_pieces(s, starts, 1, 3, 0);
