@@ -5,8 +5,9 @@ The stages are the cold-start path's (``gpu_kernels.twin``): added tokens split 
 between them the UTF-8 decoded, each character's class looked up in
 ``gpu_kernels.char_classes.ClassTable`` (the same arrays, probed from the reference's regex
 engine, read by the C code in place), the split pattern's piece starts found (``scan.c``: bit
-masks 64 characters at a time for the cl100k family and DeepSeek-V3, a sequential matcher for
-the others), and byte-level BPE per piece (``bpe.c``: the merges of
+masks 64 characters at a time, by the GPU start predicates' rules; o200k, Tekken and Kimi
+use them on ASCII blocks and their sequential matchers elsewhere, SmolLM2's digit segments
+the GPT-2 matcher), and byte-level BPE per piece (``bpe.c``: the merges of
 ``gpu_kernels.byte_bpe.MergeTable.pair_slots``, a per-thread piece cache, whole words first
 where the vocabulary has ``ignore_merges``; the bytes a trailing character-removing Split takes
 out skipped, each piece merged in the parts between them).  The C part runs without the GIL,

@@ -74,7 +74,7 @@ def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, A
     moved = np.where(before > 0, alignment.gained[np.maximum(before - 1, 0)], 0)
     payload = Payload(
         data, raw.span_begin + moved, raw.span_end + moved, raw.added_ids,
-        rewritten=bool(len(starts)), assumed=False,
+        rewritten=True, assumed=False,
     )  # fmt: skip
     return payload, alignment
 
