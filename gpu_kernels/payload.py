@@ -161,10 +161,16 @@ def joined_windows(data: bytes, begin: Offsets, end: Offsets) -> bytes:
     normalizing)."""
     if len(begin) == 0:
         return b""
-    starts = np.full(2 * len(begin) - 1, len(data), dtype=np.int64)
+    return gathered(data + b"\n", *joined_ranges(len(data), begin, end))
+
+
+def joined_ranges(size: int, begin: Offsets, end: Offsets) -> tuple[Offsets, Offsets]:
+    """(starts, lengths) of the windows of a text of ``size`` bytes, a newline between each
+    two, in the text with a newline appended (at least one window)."""
+    starts = np.full(2 * len(begin) - 1, size, dtype=np.int64)
     lengths = np.ones(len(starts), dtype=np.int64)
     starts[::2], lengths[::2] = begin, np.asarray(end) - begin
-    return gathered(data + b"\n", starts, lengths)
+    return starts, lengths
 
 
 def gathered(source: bytes, starts: Offsets, lengths: Offsets) -> bytes:

@@ -1,14 +1,15 @@
 """The native common prefix and suffix of two ``str``, read in place, against a plain Python
 walk: strings of every storage kind (ASCII, Latin-1, BMP, astral) and of mixed kinds, short
-and long (past the block size)."""
+and long (past the block size); and the native gather of byte ranges against slices."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.tokenization.native._native import common_prefix, common_suffix
+from app.tokenization.native._native import common_prefix, common_suffix, gather
 
 ALPHABETS = ["ab", "aé", "a€", "a😀", "é€😀"]
 
@@ -66,3 +67,20 @@ def test_offsets_past_the_end_and_negative() -> None:
     assert common_suffix("abc", "abc", 9) == 0
     with pytest.raises(ValueError):
         common_prefix("abc", "abc", -1, 0)
+
+
+@given(st.binary(max_size=300), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300))))
+def test_gather_is_the_ranges_slices_joined(source: bytes, ranges: list[tuple[int, int]]) -> None:
+    inside = [(at, n) for at, n in ranges if at + n <= len(source)]
+    starts = np.array([at for at, _ in inside], dtype=np.int64)
+    lengths = np.array([n for _, n in inside], dtype=np.int64)
+    assert gather(source, starts, lengths) == b"".join(source[at : at + n] for at, n in inside)
+
+
+@pytest.mark.parametrize(
+    ("starts", "lengths"),
+    [([3], [1]), ([0], [4]), ([-1], [1]), ([0], [-1]), ([0, 1], [1]), ([2**62], [2**62])],
+)
+def test_gather_refuses_ranges_outside_the_source(starts: list[int], lengths: list[int]) -> None:
+    with pytest.raises(ValueError, match="ranges outside"):
+        gather(b"abc", np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64))

@@ -653,6 +653,8 @@ static PyMethodDef native_functions[] = {
      "Length of the common prefix of a[i:] and b[j:] (two str)."},
     {"common_suffix", strings_common_suffix, METH_VARARGS,
      "Length of the common suffix of two str, not reaching below floor in either."},
+    {"gather", strings_gather, METH_VARARGS,
+     "source[s:s + n] for each start s and length n (int64 buffers), concatenated."},
     {NULL}};
 
 static struct PyModuleDef native_module = {

@@ -22,7 +22,8 @@ from unicodedata import normalize
 import numpy as np
 import numpy.typing as npt
 
-from gpu_kernels.payload import Payload, gathered, joined_windows
+from app.tokenization.native._native import gather
+from gpu_kernels.payload import Payload, joined_ranges
 
 _Offsets = npt.NDArray[np.int64]
 
@@ -68,7 +69,7 @@ def normalized(raw: Payload, begin: _Offsets, end: _Offsets) -> tuple[Payload, A
     ranges[0::2] = np.concatenate(([0], old_end))
     lengths[0::2] = np.concatenate((old_begin, [len(raw.data)])) - ranges[0::2]
     ranges[1::2], lengths[1::2] = len(raw.data) + np.cumsum(grown) - grown, grown
-    data = gathered(raw.data + b"".join(new), ranges, lengths)
+    data = gather(raw.data + b"".join(new), ranges, lengths)
     # Spans lie outside every window: each moves by what the windows before it gained.
     before = np.searchsorted(alignment.end - alignment.gained, raw.span_begin, side="right")
     moved = np.where(before > 0, alignment.gained[np.maximum(before - 1, 0)], 0)
@@ -86,7 +87,7 @@ def _each_normalized(
     one per window: a newline is a character NFC neither joins to its neighbours nor moves a
     mark across, so the joined text normalizes window by window, and each window's NFC keeps
     its own newlines (NFC makes and takes none), which tell where each one ends."""
-    joined = joined_windows(data, begin, end)
+    joined = gather(data + b"\n", *joined_ranges(len(data), begin, end)) if len(begin) else b""
     lines, new_lines = joined.split(b"\n"), normalize("NFC", joined.decode()).encode().split(b"\n")
     if len(lines) == len(begin):  # no window holds a newline of its own
         return lines, new_lines
