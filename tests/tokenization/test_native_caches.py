@@ -63,6 +63,8 @@ def test_windows_normalized_together_as_each_alone(windows: list[str]) -> None:
     data = b"x".join(parts)
     ends = np.cumsum([len(p) + 1 for p in parts], dtype=np.int64) - 1
     begins = ends - np.asarray([len(p) for p in parts], dtype=np.int64)
-    got_windows, got = _each_normalized(data, begins, ends)
-    assert got_windows == parts
-    assert got == [unicodedata.normalize("NFC", w).encode() for w in windows]
+    got = _each_normalized(data, begins, ends)
+    want = [unicodedata.normalize("NFC", w).encode() for w in windows]
+    at, size = got.begin.tolist(), got.length.tolist()
+    assert [got.text[a : a + n] for a, n in zip(at, size, strict=True)] == want
+    assert got.changed.tolist() == [new != old for new, old in zip(want, parts, strict=True)]

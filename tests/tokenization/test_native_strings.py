@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.tokenization.native._native import common_prefix, common_suffix, gather
+from app.tokenization.native._native import common_prefix, common_suffix, compared_lines, gather
 
 ALPHABETS = ["ab", "aé", "a€", "a😀", "é€😀"]
 
@@ -84,3 +84,20 @@ def test_gather_is_the_ranges_slices_joined(source: bytes, ranges: list[tuple[in
 def test_gather_refuses_ranges_outside_the_source(starts: list[int], lengths: list[int]) -> None:
     with pytest.raises(ValueError, match="ranges outside"):
         gather(b"abc", np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64))
+
+
+@given(st.lists(st.tuples(st.text("ab\n", max_size=4), st.text("ab\n", max_size=4)), min_size=1))
+def test_compared_lines_pairs_the_lines_or_says_their_counts_differ(
+    pairs: list[tuple[str, str]],
+) -> None:
+    a, b = (("\n".join(side)).encode() for side in zip(*pairs, strict=True))
+    lines_a, lines_b = a.split(b"\n"), b.split(b"\n")
+    found = compared_lines(a, b)
+    if len(lines_a) != len(lines_b):
+        assert found is None
+        return
+    assert found is not None
+    changed, begin, length = found
+    assert list(changed) == [int(x != y) for x, y in zip(lines_a, lines_b, strict=True)]
+    at, size = np.frombuffer(begin, dtype=np.int64), np.frombuffer(length, dtype=np.int64)
+    assert [b[s : s + n] for s, n in zip(at.tolist(), size.tolist(), strict=True)] == lines_b

@@ -655,6 +655,8 @@ static PyMethodDef native_functions[] = {
      "Length of the common suffix of two str, not reaching below floor in either."},
     {"gather", strings_gather, METH_VARARGS,
      "source[s:s + n] for each start s and length n (int64 buffers), concatenated."},
+    {"compared_lines", strings_compared_lines, METH_VARARGS,
+     "(changed, begin, length) of the lines of a and b paired, or None (unequal counts)."},
     {NULL}};
 
 static struct PyModuleDef native_module = {

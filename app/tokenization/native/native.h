@@ -191,6 +191,7 @@ int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t
 PyObject *strings_common_prefix(PyObject *self, PyObject *args);
 PyObject *strings_common_suffix(PyObject *self, PyObject *args);
 PyObject *strings_gather(PyObject *self, PyObject *args);
+PyObject *strings_compared_lines(PyObject *self, PyObject *args);
 #endif
 
 #endif
