@@ -493,11 +493,24 @@ def test_the_scalar_decode_where_the_cpu_has_the_wide_one() -> None:
     """Where the CPU has AVX-512 VBMI, ASCII is classified 64 bytes at a time and the scalar
     path never runs in this process: this module's differential tests run again in a child
     with it turned off (``TOKSPLICE_NATIVE_SCALAR=1``), which says it is off."""
-    env = {**os.environ, "TOKSPLICE_NATIVE_SCALAR": "1"}
-    flag = "import app.tokenization.native._native as m; print(m.WIDE_ASCII)"
-    off = subprocess.run([sys.executable, "-c", flag], env=env, cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    assert off.stdout.strip() == "0"
+    _rerun_differential_tests("TOKSPLICE_NATIVE_SCALAR", "1", "WIDE_ASCII", "0")
+
+
+def test_stretches_cut_into_blocks_of_a_few_bytes() -> None:
+    """A long stretch is encoded block by block, cut where a piece is sure to end; the tests'
+    texts are short, so this module's differential tests run again in a child whose blocks
+    are 8 bytes (``TOKSPLICE_NATIVE_BLOCK``), where most of their texts are cut many times."""
+    _rerun_differential_tests("TOKSPLICE_NATIVE_BLOCK", "8", "BLOCK_BYTES", "8")
+
+
+def _rerun_differential_tests(variable: str, value: str, constant: str, says: str) -> None:
+    """This module's differential tests in a child with ``variable=value``, whose native
+    module's ``constant`` reads ``says``."""
+    env = {**os.environ, variable: value}
+    flag = f"import app.tokenization.native._native as m; print(m.{constant})"
+    seen = subprocess.run([sys.executable, "-c", flag], env=env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert seen.stdout.strip() == says
     selected = "adversarial_text or agent_transcripts or real_files or long_repeated_piece"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", __file__,

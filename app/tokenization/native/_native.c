@@ -226,10 +226,13 @@ static void Encoder_dealloc(Encoder *e) {
  * a longer text's are freed after its call.  Made and freed per call, they let glibc hand a
  * pool thread's freed arena top back to the OS now and then, and the next chunk faulted it in
  * again (measured: 1 in 30 cold starts of 1M characters on 2 threads took ~1,700 page faults
- * and twice the CPU; none since, past each thread's first). */
+ * and twice the CPU; none since, past each thread's first).  A long stretch is encoded in
+ * blocks (block_end), so only its ids and ends need room for the whole text. */
+#define KEEP_BYTES ((size_t)128 << 10)
 
 typedef struct {
-    size_t cap; /* bytes of text the arrays have room for, + 1 */
+    size_t cap;       /* bytes of a block the arrays cp, at, starts, cls have room for, + 1 */
+    size_t ids_cap;   /* bytes of text ids and ends have room for, + 1 */
     uint32_t *cp, *at, *starts;
     uint8_t *cls;
     int32_t *ids, *ends;
@@ -239,29 +242,35 @@ typedef struct {
 static pthread_key_t work_key;
 static pthread_once_t work_once = PTHREAD_ONCE_INIT;
 
-static void arrays_free(Work *w) {
+static void block_arrays_free(Work *w) {
     free(w->cp);
     free(w->at);
     free(w->starts);
     free(w->cls);
-    free(w->ids);
-    free(w->ends);
     w->cp = w->at = w->starts = NULL;
     w->cls = NULL;
-    w->ids = w->ends = NULL;
     w->cap = 0;
+}
+
+static void id_arrays_free(Work *w) {
+    free(w->ids);
+    free(w->ends);
+    w->ids = w->ends = NULL;
+    w->ids_cap = 0;
 }
 
 static void work_destroy(void *p) {
     Work *w = p;
-    arrays_free(w);
+    block_arrays_free(w);
+    id_arrays_free(w);
     scratch_free(&w->scratch);
     free(w);
 }
 
 static void make_work_key(void) { pthread_key_create(&work_key, work_destroy); }
 
-/* The calling thread's buffers with room for a text of n bytes; NULL when out of memory. */
+/* The calling thread's buffers with ids and ends for a text of n bytes; NULL when out of
+ * memory. */
 static Work *thread_work(size_t n) {
     pthread_once(&work_once, make_work_key);
     Work *w = pthread_getspecific(work_key);
@@ -274,26 +283,39 @@ static Work *thread_work(size_t n) {
         }
         scratch_init(&w->scratch);
     }
-    if (n + 1 <= w->cap) return w;
-    arrays_free(w);
+    if (n + 1 <= w->ids_cap) return w;
+    id_arrays_free(w);
+    w->ids = malloc((n + 1 + IDS_PAD) * 4);
+    w->ends = malloc((n + 1) * 4);
+    if (!w->ids || !w->ends) {
+        id_arrays_free(w);
+        return NULL;
+    }
+    w->ids_cap = n + 1;
+    return w;
+}
+
+/* Room in w's block arrays for a block of n bytes; -1 when out of memory. */
+static int block_room(Work *w, size_t n) {
+    if (n + 1 <= w->cap) return 0;
+    block_arrays_free(w);
     w->cp = malloc((n + 1) * 4);
     w->at = malloc((n + 1) * 4);
     w->starts = malloc((n + 1 + STARTS_PAD) * 4);
     w->cls = malloc(n + 1 + RUN_PAD);
-    w->ids = malloc((n + 1 + IDS_PAD) * 4);
-    w->ends = malloc((n + 1) * 4);
-    if (!w->cp || !w->at || !w->starts || !w->cls || !w->ids || !w->ends) {
-        arrays_free(w);
-        return NULL;
+    if (!w->cp || !w->at || !w->starts || !w->cls) {
+        block_arrays_free(w);
+        return -1;
     }
     w->cap = n + 1;
-    return w;
+    return 0;
 }
 
 /* After a call: what is over KEEP_BYTES goes back. */
 static void work_done(Work *w) {
     if (w == NULL) return;
-    if (w->cap > KEEP_BYTES + 1) arrays_free(w);
+    if (w->cap > KEEP_BYTES + 1) block_arrays_free(w);
+    if (w->ids_cap > KEEP_BYTES + 1) id_arrays_free(w);
     if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
@@ -375,10 +397,11 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
     return n;
 }
 
-/* Ids of data[a:b], a stretch without added tokens of the text data[0:total], appended at
- * out; their count or -1. */
-static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
-                           size_t b, Work *w, int32_t *out) {
+/* Ids of data[a:b], a block of a stretch without added tokens of the text data[0:total],
+ * appended at out; their count or -1. */
+static long encode_block(const Encoder *e, const uint8_t *data, size_t total, size_t a,
+                         size_t b, Work *w, int32_t *out) {
+    if (block_room(w, b - a) < 0) return -1;
     uint32_t *at;
     int family = e->family, points = family != FAM_CL100K && family != FAM_QWEN2 &&
                                      family != FAM_QWEN35; /* see Stretch */
@@ -392,6 +415,42 @@ static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, 
     w->starts[pieces] = (uint32_t)n;
     return bpe_pieces(&e->model, data + a, total - a, at, w->starts, pieces,
                       e->drops ? e->dropped : NULL, out, &w->scratch);
+}
+
+/* Bytes of a block, at least: its arrays (~10 bytes a byte) stay in L2, where a whole 1M
+ * character stretch's went through memory and, made fresh per call, faulted page by page.
+ * TOKSPLICE_NATIVE_BLOCK (bytes, at least 1) sets it at import, so that the tests can cut
+ * their short texts into many blocks. */
+static size_t block_bytes = (size_t)32 << 10;
+
+/* Where the block of data[a:b] that starts at a ends: b, or the first byte i past
+ * block_bytes where data[i - 1:i + 2] is an ASCII character other than a space, a space and
+ * an ASCII letter.  Every pattern but Gemma's (spaces replaced, no split) ends a piece there
+ * and starts the next one there, whatever comes before and after (docs/design.md: "Blocks"),
+ * so the blocks' pieces are the stretch's. */
+static size_t block_end(const Encoder *e, const uint8_t *data, size_t a, size_t b) {
+    if (e->family == FAM_SPACES_REPLACED || b - a <= 2 * block_bytes) return b;
+    for (const uint8_t *p = data + a + block_bytes, *last = data + b - 1;
+         p < last && (p = memchr(p, ' ', (size_t)(last - p))) != NULL; p++) {
+        uint8_t before = p[-1], after = p[1] | 0x20; /* lower case where a letter */
+        if (before > ' ' && before < 0x7F && after >= 'a' && after <= 'z')
+            return (size_t)(p - data);
+    }
+    return b;
+}
+
+/* Ids of data[a:b], a stretch without added tokens of the text data[0:total], block by block,
+ * appended at out; their count or -1. */
+static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
+                           size_t b, Work *w, int32_t *out) {
+    long count = 0;
+    for (size_t stop; a < b; a = stop) {
+        stop = block_end(e, data, a, b);
+        long got = encode_block(e, data, total, a, stop, w, out + count);
+        if (got < 0) return -1;
+        count += got;
+    }
+    return count;
 }
 
 /* The list of blocks missing flags; NULL with an error set. */
@@ -669,6 +728,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     wide_ascii = !(scalar && strcmp(scalar, "1") == 0) && __builtin_cpu_supports("avx512vbmi") &&
                  __builtin_cpu_supports("avx512bw");
 #endif
+    const char *block = getenv("TOKSPLICE_NATIVE_BLOCK");
+    if (block && strtoul(block, NULL, 10) > 0) block_bytes = strtoul(block, NULL, 10);
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
@@ -678,6 +739,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     const long wide = 0;
 #endif
     if (PyModule_AddIntConstant(m, "WIDE_ASCII", wide) < 0 ||
+        PyModule_AddIntConstant(m, "BLOCK_BYTES", (long)block_bytes) < 0 ||
         PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddObjectRef(m, "AddedTokens", (PyObject *)&AddedTokensType) < 0) {
         Py_DECREF(m);

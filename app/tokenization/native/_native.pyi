@@ -2,6 +2,8 @@ from typing import Any
 
 WIDE_ASCII: int
 """1 where ASCII is classified 64 bytes at a time (AVX-512 VBMI), 0 on the scalar path."""
+BLOCK_BYTES: int
+"""The least bytes of a block a long stretch is encoded in (``TOKSPLICE_NATIVE_BLOCK``)."""
 
 class Encoder:
     def __init__(self, *arrays_and_sizes: Any) -> None: ...
