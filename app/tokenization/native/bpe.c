@@ -76,6 +76,7 @@ typedef struct {
     uint8_t len, count, unused[2];
     int32_t ids[CACHE_IDS];
 } Entry; /* 64 bytes: one cache line */
+_Static_assert(CACHE_IDS <= 2 + IDS_PAD, "an entry's ids are copied whole (its piece: 2 bytes up)");
 
 #define LONG_BITS 13
 #define LONG_MAX_LEN 512 /* bytes of the longest piece kept */
@@ -360,7 +361,8 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
         e = cache_slot(caches->entries, key, len);
         if (e->owner == m->owner && e->len == len && e->key[0] == key[0] && e->key[1] == key[1] &&
             e->key[2] == key[2]) {
-            memcpy(out, e->ids, e->count * sizeof(int32_t));
+            memcpy(out, e->ids, sizeof(e->ids)); /* all of them, whatever the count: a copy
+                                                   * of the count's length took a rep movs */
             return e->count;
         }
     }
