@@ -76,6 +76,7 @@ typedef struct {
     uint8_t len, count, unused[2];
     int32_t ids[CACHE_IDS];
 } Entry; /* 64 bytes: one cache line */
+_Static_assert(CACHE_IDS <= 2 + IDS_PAD, "an entry's ids are copied whole (its piece: 2 bytes up)");
 
 #define LONG_BITS 13
 #define LONG_MAX_LEN 512 /* bytes of the longest piece kept */
@@ -360,7 +361,8 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
         e = cache_slot(caches->entries, key, len);
         if (e->owner == m->owner && e->len == len && e->key[0] == key[0] && e->key[1] == key[1] &&
             e->key[2] == key[2]) {
-            memcpy(out, e->ids, e->count * sizeof(int32_t));
+            memcpy(out, e->ids, sizeof(e->ids)); /* all of them, whatever the count: a copy
+                                                   * of the count's length took a rep movs */
             return e->count;
         }
     }
@@ -419,12 +421,8 @@ static const uint64_t key_high[COMPACT_LEN + 1] = {
     HIGH(0), HIGH(1), HIGH(2), HIGH(3), HIGH(4), HIGH(5), HIGH(6), HIGH(7), HIGH(8),
     HIGH(9), HIGH(10), HIGH(11), HIGH(12), HIGH(13), HIGH(14), HIGH(15), HIGH(16)};
 
-/* The ids of a piece of up to COMPACT_LEN bytes through the compact table (merged on a miss,
- * and kept there where they fit) into out (room for IDS_PAD ids more than the piece has
- * bytes); their count, or -1 when out of memory. */
-static inline long compact_piece(const Model *m, Compact *table, const uint8_t *piece,
-                                 size_t len, size_t limit, int32_t *out, Scratch *w) {
-    uint64_t key[2];
+/* The key of a piece of up to COMPACT_LEN bytes: its bytes zero-padded to two words. */
+static inline void compact_key(uint64_t *key, const uint8_t *piece, size_t len, size_t limit) {
     if (limit >= 16) {
         memcpy(key, piece, 16);
         key[0] &= key_low[len];
@@ -433,14 +431,22 @@ static inline long compact_piece(const Model *m, Compact *table, const uint8_t *
         key[0] = loaded_word(piece, len < 8 ? len : 8, limit);
         key[1] = len > 8 ? loaded_word(piece + 8, len - 8, limit - 8) : 0;
     }
-    Compact *e = compact_slot(table, key, len);
-    if (e->key[0] == key[0] && e->key[1] == key[1] && e->owner == m->owner && e->len == len) {
-        uint64_t ids = e->ids, mask = ((uint64_t)1 << ID_BITS) - 1;
-        out[0] = (int32_t)(ids & mask); /* all three, whatever the count */
-        out[1] = (int32_t)(ids >> ID_BITS & mask);
-        out[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
-        return e->count;
-    }
+}
+
+/* Whether entry e holds the piece: one branch on all four fields (a branch each cost slots
+ * and registers in the loop of hits). */
+static inline int compact_holds(const Compact *e, const uint64_t *key, size_t len,
+                                uint32_t owner) {
+    return ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]) | (e->owner ^ owner) | (e->len ^ len)) ==
+           0;
+}
+
+/* The ids of a piece that missed the compact table (merged, or from the other caches), kept
+ * in its entry e where they fit; their count, or -1 when out of memory.  Out of line, its key
+ * passed by value: the loop of hits keeps its values in registers. */
+static __attribute__((noinline)) long compact_miss(const Model *m, Compact *e, uint64_t key0,
+                                                   uint64_t key1, const uint8_t *piece,
+                                                   size_t len, int32_t *out, Scratch *w) {
     long got = bpe_piece(m, piece, len, out, w);
     if (got < 1 || got > COMPACT_IDS) return got;
     uint64_t ids = 0;
@@ -448,26 +454,65 @@ static inline long compact_piece(const Model *m, Compact *table, const uint8_t *
         if ((uint32_t)out[k] >> ID_BITS) return got;
         ids = ids << ID_BITS | (uint32_t)out[k];
     }
-    *e = (Compact){{key[0], key[1]}, m->owner, (uint8_t)len, (uint8_t)got, {0, 0}, ids};
+    *e = (Compact){{key0, key1}, m->owner, (uint8_t)len, (uint8_t)got, {0, 0}, ids};
     return got;
+}
+
+/* bpe_pieces where nothing is dropped and the thread has caches: pieces of up to COMPACT_LEN
+ * bytes through the compact table (out has room for IDS_PAD ids more than the piece has
+ * bytes), the others through bpe_piece.  The hits run in an inner loop without calls, so
+ * that its values stay in registers (a call in the loop spilled them: reloads on every
+ * piece).  Inlined once with at NULL, so that an ASCII stretch's offsets are read without
+ * the indirection. */
+static inline __attribute__((always_inline)) long
+cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
+              const uint32_t *starts, size_t pieces, int32_t *out, Scratch *w) {
+    Compact *table = ((Caches *)w->cache)->compact;
+    const uint8_t *stop = data + limit;
+    const uint64_t mask = ((uint64_t)1 << ID_BITS) - 1;
+    int32_t *o = out;
+    size_t begin = at ? at[starts[0]] : starts[0];
+    const uint32_t *s = starts + 1, *last = starts + pieces;
+    while (s <= last) {
+        size_t end = 0, len = 0;
+        uint64_t key[2] = {0, 0};
+        Compact *e = NULL;
+        for (; s <= last; s++, begin = end) {
+            end = at ? at[*s] : *s;
+            len = end - begin;
+            if (len > COMPACT_LEN) break;
+            compact_key(key, data + begin, len, (size_t)(stop - data - begin));
+            e = compact_slot(table, key, len);
+            if (!compact_holds(e, key, len, m->owner)) break;
+            uint64_t ids = e->ids;
+            o[0] = (int32_t)(ids & mask); /* all three, whatever the count */
+            o[1] = (int32_t)(ids >> ID_BITS & mask);
+            o[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
+            o += e->count;
+        }
+        if (s > last) break;
+        long got = len <= COMPACT_LEN
+                       ? compact_miss(m, e, key[0], key[1], data + begin, len, o, w)
+                       : bpe_piece(m, data + begin, len, o, w);
+        if (got < 0) return -1;
+        o += got;
+        begin = end;
+        s++;
+    }
+    return o - out;
 }
 
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
                 const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
                 Scratch *w) {
-    Caches *caches = w->cache;
+    if (dropped == NULL && w->cache != NULL)
+        return at ? cached_pieces(m, data, limit, at, starts, pieces, out, w)
+                  : cached_pieces(m, data, limit, NULL, starts, pieces, out, w);
     long count = 0;
     for (size_t p = 0; p < pieces; p++) {
         size_t begin = at ? at[starts[p]] : starts[p];
         size_t len = (at ? at[starts[p + 1]] : starts[p + 1]) - begin;
         const uint8_t *piece = data + begin;
-        if (dropped == NULL && len <= COMPACT_LEN && caches != NULL) {
-            long got =
-                compact_piece(m, caches->compact, piece, len, limit - begin, out + count, w);
-            if (got < 0) return -1;
-            count += got;
-            continue;
-        }
         while (len) { /* the parts between dropped bytes, each merged alone */
             size_t part = 0;
             while (part < len && !(dropped != NULL && dropped[piece[part]])) part++;

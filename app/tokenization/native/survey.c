@@ -76,8 +76,9 @@ int survey_nfc(const uint8_t *nfc, const uint8_t *data, size_t n, const int64_t 
     return 0;
 }
 
-int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths,
-                size_t size, const int64_t *moves, size_t n_moves, int32_t *ends) {
+static inline __attribute__((always_inline)) int
+moved_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths, size_t size,
+           const int64_t *moves, size_t n_moves, int32_t *ends) {
     int64_t at = 0, shift = 0;
     size_t k = 0;
     for (size_t i = 0; i < count; i++) {
@@ -88,4 +89,11 @@ int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t
         ends[i] = (int32_t)(at - shift);
     }
     return (size_t)at == size ? 0 : ENDS_DO_NOT_ADD_UP;
+}
+
+/* Inlined once for no moves (most texts: NFC changed nothing), its loop then without theirs. */
+int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths,
+                size_t size, const int64_t *moves, size_t n_moves, int32_t *ends) {
+    return n_moves ? moved_ends(ids, count, lengths, n_lengths, size, moves, n_moves, ends)
+                   : moved_ends(ids, count, lengths, n_lengths, size, NULL, 0, ends);
 }
