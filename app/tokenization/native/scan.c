@@ -127,6 +127,7 @@ static inline Masks masks_at(const uint8_t *cls) {
 /* The bits of m smeared down through the runs of g (each bit of m set at every position of
  * g's run below it): a position whose run of g goes on to a bit of m. */
 static inline uint64_t smear_down(uint64_t m, uint64_t g) {
+    if (!m) return 0; /* mostly: a blank run before a newline is rare */
     for (int d = 1; d < 64; d *= 2) {
         m |= (m >> d) & g;
         g &= g >> d;
@@ -344,7 +345,7 @@ static inline size_t o200k_upper_word(const Stretch *s, size_t i, int no_han) {
 
 /* o200k (contractions, digits in threes), Tekken (neither: \p{N} alone) and, after its Han
  * runs, Kimi (kimi: letters without Han, cl100k's punctuation: ?[^\s\p{L}\p{N}]+[\r\n]*). */
-static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
+static inline size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
                                  int kimi) {
     uint8_t c = s->cls[i];
     int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
@@ -415,13 +416,11 @@ static inline void ascii_masks(const uint8_t *b, uint64_t *no_bit5, uint64_t *sl
 #endif
 }
 
-/* Bits set in m smeared up through the runs of g (each position of g's run above a bit of m). */
+/* Bits set in m (within g) smeared up through the runs of g (each position of g's run above a
+ * bit of m): adding m carries each run's lowest bit of m through the rest of the run, and
+ * flips the run's other bits of m, which are put back. */
 static inline uint64_t smear_up(uint64_t m, uint64_t g) {
-    for (int d = 1; d < 64; d *= 2) {
-        m |= (m << d) & g;
-        g &= g << d;
-    }
-    return m;
+    return (((g + m) ^ g) & g) | m;
 }
 
 static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits,
