@@ -319,11 +319,9 @@ static void work_done(Work *w) {
     if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef WIDE_ASCII
 #include <immintrin.h>
-#define WIDE_ASCII 1
-static int wide_ascii; /* the CPU has AVX-512 VBMI (set at import; TOKSPLICE_NATIVE_SCALAR=1
-                        * turns it off, so the scalar path can be checked on such a CPU) */
+int wide_ascii;
 
 /* 64 bytes at p, if all are ASCII, as 64 characters: their classes by one byte permute over
  * the table's first 128 entries, (cp, offsets not NULL) their code points and byte offsets from
@@ -349,18 +347,22 @@ ascii64(const uint8_t *classes, const uint8_t *p, uint8_t *cls, uint32_t *cp, ui
 }
 #endif
 
-/* The code points of data[a:b] (points: else none) and their classes into w, and each one's
+/* Which code points a family's scanner reads (see Stretch). */
+enum { POINTS_NONE, POINTS_ALL, POINTS_UNLESS_ASCII };
+
+/* The code points of data[a:b] (as points says) and their classes into w, and each one's
  * byte offset in at unless every one is ASCII (then at is NULL: the offset is the index);
  * their count.  kinds (not NULL): marks are classed as letters (no ASCII character is one). */
 static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_t *data,
                       size_t a, size_t b, Work *w, int points, uint32_t **at) {
     uint32_t *offsets = NULL; /* until a character is not ASCII */
+    int writing = points == POINTS_ALL; /* the code points */
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
         if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
 #ifdef WIDE_ASCII
             if (wide_ascii && i + 64 <= b &&
-                ascii64(classes, data + i, w->cls + n, points ? w->cp + n : NULL,
+                ascii64(classes, data + i, w->cls + n, writing ? w->cp + n : NULL,
                         offsets ? offsets + n : NULL, (uint32_t)(i - a))) {
                 n += 63;
                 i += 64;
@@ -370,8 +372,8 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
             size_t run = 1;
             if (i + 16 <= b) { /* all 16 written, the first run of them kept (n <= i - a) */
                 run = ascii16(data + i);
-                if (points) widen16(data + i, w->cp + n);
-            } else if (points) {
+                if (writing) widen16(data + i, w->cp + n);
+            } else if (writing) {
                 w->cp[n] = data[i];
             }
             for (size_t k = 0; k < run; k++) w->cls[n + k] = classes[data[i + k]];
@@ -384,10 +386,14 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
         if (offsets == NULL) { /* those before were ASCII */
             offsets = w->at;
             for (size_t k = 0; k < n; k++) offsets[k] = (uint32_t)k;
+            if (points == POINTS_UNLESS_ASCII) { /* their code points too, and the rest's */
+                for (size_t k = 0; k < n; k++) w->cp[k] = data[a + k];
+                writing = 1;
+            }
         }
         int width;
         uint32_t c = utf8_decode_at(data, i, &width);
-        if (points) w->cp[n] = c;
+        if (writing) w->cp[n] = c;
         w->cls[n] = kinds != NULL && kinds[c] == K_MARK ? C_L : classes[c];
         offsets[n] = (uint32_t)(i - a);
         i += width;
@@ -403,13 +409,16 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
                          size_t b, Work *w, int32_t *out) {
     if (block_room(w, b - a) < 0) return -1;
     uint32_t *at;
-    int family = e->family, points = family != FAM_CL100K && family != FAM_QWEN2 &&
-                                     family != FAM_QWEN35; /* see Stretch */
+    int family = e->family, points = POINTS_ALL; /* see Stretch */
+    if (family == FAM_CL100K || family == FAM_QWEN2 || family == FAM_QWEN35) points = POINTS_NONE;
+    if (family == FAM_O200K || family == FAM_TEKKEN || family == FAM_KIMI)
+        points = POINTS_UNLESS_ASCII;
     /* Qwen3.5's pattern is Qwen2's with \p{M} joining \p{L} (and leaving punctuation) */
     const uint8_t *marks = family == FAM_QWEN35 ? e->tables[T_KINDS].buf : NULL;
     size_t n = decoded(e->tables[T_CLASSES].buf, marks, data, a, b, w, points, &at);
     memset(w->cls + n, 255, RUN_PAD); /* no class */
-    Stretch s = {points ? w->cp : NULL, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
+    int read = points == POINTS_ALL || (points == POINTS_UNLESS_ASCII && at != NULL);
+    Stretch s = {read ? w->cp : NULL, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
                  e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n, data + a, at};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;

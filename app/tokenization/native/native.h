@@ -18,9 +18,10 @@ enum {
 /* One stretch of text (between added tokens) as the scanners read it: its code points and
  * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 64 at a time); folds,
  * kinds, numeric and han are looked up through the tables.  The cl100k family's scanner reads
- * classes alone but for the rare contraction: cp is NULL for it (not written: most of the
- * decode's stores), a code point then decoded from the stretch's bytes, character i at
- * at[i] (at NULL: at i). */
+ * classes alone but for the rare contraction, and o200k's, Tekken's and Kimi's read an ASCII
+ * block's bytes: cp is NULL for the first always and for the others where the stretch is all
+ * ASCII (not written: most of the decode's stores), a code point then decoded from the
+ * stretch's bytes, character i at at[i] (at NULL: at i). */
 #define RUN_PAD 65
 typedef struct {
     const uint32_t *cp;
@@ -78,7 +79,7 @@ void scratch_free(Scratch *w);
 
 /* Writes the character index of each piece's start to starts (capacity s->n + STARTS_PAD)
  * and returns how many pieces there are. */
-#define STARTS_PAD 4
+#define STARTS_PAD 16
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
 /* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */
@@ -110,6 +111,14 @@ int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *ou
 #define SURVEY_BLOCKS ((0x110000 >> SURVEY_BLOCK_BITS) + 1)
 enum { NFC_BOUNDARY, NFC_SUSPECT, NFC_UNKNOWN };
 enum { ENDS_DO_NOT_ADD_UP = 1, ENDS_INSIDE_A_WINDOW = 2 };
+
+/* The CPU has AVX-512 VBMI (set at import; TOKSPLICE_NATIVE_SCALAR=1 turns it off, so the
+ * scalar paths can be checked on such a CPU): the decode's ASCII blocks and the scanners'
+ * starts are taken 64 at a time. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define WIDE_ASCII 1
+extern int wide_ascii;
+#endif
 
 /* Sixteen bytes at a time where SSE2 is there (x86-64 always), else one at a time. */
 #if defined(__SSE2__)

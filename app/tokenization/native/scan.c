@@ -13,11 +13,12 @@
  * the stretch's end read as "no class": a stretch ends where the text or an added token does,
  * and the reference pre-tokenizes each alone.
  */
+#include <string.h>
+
 #include "native.h"
 
 #define CLS(i) ((i) < s->n ? s->cls[i] : 255)
 #define CP(i) ((i) < s->n ? s->cp[i] : 0x110000u)
-#define FOLD(i) ((i) < s->n ? s->folds[s->cp[i]] : F_NONE)
 
 static inline int is_space(uint8_t c) { return c <= C_WS; }
 static inline int is_punct(uint8_t c) { return c == C_AP || c == C_P; } /* [^\s\p{L}\p{N}] */
@@ -32,9 +33,16 @@ static size_t punct_run(const Stretch *s, size_t i) {
     return i;
 }
 
+/* The fold of character i, from the stretch's bytes (cp may be NULL); none past its end. */
+static inline uint8_t fold_of(const Stretch *s, size_t i) {
+    if (i >= s->n) return F_NONE;
+    int width;
+    return s->folds[utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width)];
+}
+
 /* Length of a case-insensitive contraction at i, an apostrophe ('s 't 're 've 'm 'll 'd), or 0. */
 static size_t contraction_after(const Stretch *s, size_t i) {
-    uint8_t a = FOLD(i + 1), b = FOLD(i + 2);
+    uint8_t a = fold_of(s, i + 1), b = fold_of(s, i + 2);
     if (a == F_S || a == F_T || a == F_M || a == F_D) return 2;
     if ((a == F_R && b == F_E) || (a == F_V && b == F_E) || (a == F_L && b == F_L)) return 3;
     return 0;
@@ -92,7 +100,22 @@ static inline uint64_t eq64(const uint8_t *c, uint8_t v) {
 #endif
 }
 
+#ifdef WIDE_ASCII
+#include <immintrin.h>
+
+/* masks_at's with AVX-512: a compare per class of the 64 bytes in one register. */
+__attribute__((target("avx512f,avx512bw"))) static Masks masks_wide(const uint8_t *cls) {
+    __m512i c = _mm512_loadu_si512(cls);
+#define EQ(v) ((uint64_t)_mm512_cmpeq_epi8_mask(c, _mm512_set1_epi8(v)))
+    return (Masks){EQ(C_NL), EQ(C_SP), EQ(C_WS), EQ(C_L), EQ(C_N), EQ(C_AP), EQ(C_P)};
+#undef EQ
+}
+#endif
+
 static inline Masks masks_at(const uint8_t *cls) {
+#ifdef WIDE_ASCII
+    if (wide_ascii) return masks_wide(cls);
+#endif
     return (Masks){eq64(cls, C_NL), eq64(cls, C_SP), eq64(cls, C_WS), eq64(cls, C_L),
                    eq64(cls, C_N),  eq64(cls, C_AP), eq64(cls, C_P)};
 }
@@ -104,6 +127,7 @@ static inline Masks masks_at(const uint8_t *cls) {
 /* The bits of m smeared down through the runs of g (each bit of m set at every position of
  * g's run below it): a position whose run of g goes on to a bit of m. */
 static inline uint64_t smear_down(uint64_t m, uint64_t g) {
+    if (!m) return 0; /* mostly: a blank run before a newline is rare */
     for (int d = 1; d < 64; d *= 2) {
         m |= (m >> d) & g;
         g &= g >> d;
@@ -111,17 +135,28 @@ static inline uint64_t smear_down(uint64_t m, uint64_t g) {
     return m;
 }
 
-/* FOLD where the stretch has no code points (cp NULL). */
-static inline uint8_t fold_of(const Stretch *s, size_t i) {
-    if (i >= s->n) return F_NONE;
-    int width;
-    return s->folds[utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width)];
+#ifdef WIDE_ASCII
+/* emitted's with AVX-512: the positions of 16 bits at a time compressed into one store. */
+__attribute__((target("avx512f,popcnt"))) static size_t
+emitted_wide(uint32_t *starts, size_t k, size_t base, uint64_t found) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int q = 0; q < 4; q++) {
+        __mmask16 bits = (__mmask16)(found >> (16 * q));
+        __m512i at = _mm512_add_epi32(iota, _mm512_set1_epi32((int)(base + 16 * (size_t)q)));
+        _mm512_storeu_si512(starts + k, _mm512_maskz_compress_epi32(bits, at));
+        k += (size_t)__builtin_popcount(bits);
+    }
+    return k;
 }
+#endif
 
 /* The set bits of found as positions base + j, appended at starts + k, four at a time with no
- * branch per bit (one per piece was the scanners' cost); up to three more past them are
+ * branch per bit (one per piece was the scanners' cost); up to fifteen more past them are
  * garbage (starts has STARTS_PAD): the next block's overwrite them.  The new count. */
 static inline size_t emitted(uint32_t *starts, size_t k, size_t base, uint64_t found) {
+#ifdef WIDE_ASCII
+    if (wide_ascii) return emitted_wide(starts, k, base, found);
+#endif
     size_t end = k + (size_t)__builtin_popcountll(found);
     for (; k < end; k += 4)
         for (int r = 0; r < 4; r++) {
@@ -165,9 +200,13 @@ static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Mask
     uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
     if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
         size_t e = *zrun_end;
-        if (e <= base + 64) /* else the run the last block found goes on here */
-            for (e = base + 64; e < s->n && (s->cls[e] == C_SP || s->cls[e] == C_WS);) e++;
-        ahead_nl |= (uint64_t)(e < s->n && s->cls[e] == C_NL) << 63;
+        if (e <= base + 64) { /* else the run the last block found goes on here */
+            uint64_t run; /* 64 at a time: what is past the stretch's end is not SP or WS */
+            for (e = base + 64; !~(run = eq64(s->cls + e, C_SP) | eq64(s->cls + e, C_WS));)
+                e += 64;
+            e += (size_t)__builtin_ctzll(~run);
+        }
+        ahead_nl |= (uint64_t)(s->cls[e] == C_NL) << 63; /* cls[n]: no class */
         *zrun_end = e;
     }
     found |= blank & BACK1(m.nl, prev.nl) & ~smear_down(blank & ahead_nl, blank); /* t + 1 */
@@ -306,7 +345,7 @@ static inline size_t o200k_upper_word(const Stretch *s, size_t i, int no_han) {
 
 /* o200k (contractions, digits in threes), Tekken (neither: \p{N} alone) and, after its Han
  * runs, Kimi (kimi: letters without Han, cl100k's punctuation: ?[^\s\p{L}\p{N}]+[\r\n]*). */
-static size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
+static inline size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
                                  int kimi) {
     uint8_t c = s->cls[i];
     int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
@@ -346,60 +385,42 @@ static size_t kimi_match(const Stretch *s, size_t i) {
  * lower-case one, and contractions ending words.  A block is taken so when it and the three
  * characters after it are ASCII; elsewhere o200k_match runs from the last start found, and
  * the masks take up again at the start it reaches, as if the stretch began there (the
- * pattern has no look-behind, so what comes after a start depends only on the text after). */
+ * pattern has no look-behind, so what comes after a start depends only on the text after).
+ * The masks read the block's bytes, not its code points: a stretch all ASCII has none (cp
+ * NULL, see decoded in _native.c). */
 
-/* Bits of the count (<= 64) code points at cp above ASCII. */
-static inline uint64_t wide64(const uint32_t *cp, size_t count) {
-    uint64_t wide = 0;
-#if defined(__SSE2__)
-    if (count == 64) {
-        const __m128i del = _mm_set1_epi32(0x7F);
-        for (int q = 0; q < 16; q += 4) {
-            __m128i w[4];
-            for (int r = 0; r < 4; r++)
-                w[r] = _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(cp + 4 * (q + r))), del);
-            __m128i ws = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
-            wide |= (uint64_t)(uint16_t)_mm_movemask_epi8(ws) << (4 * q);
-        }
-        return wide;
-    }
-#endif
-    for (size_t j = 0; j < count; j++) wide |= (uint64_t)(cp[j] > 0x7F) << j;
-    return wide;
+/* Whether the count characters from i are ASCII: as many bytes as characters. */
+static inline int ascii_run(const Stretch *s, size_t i, size_t count) {
+    return s->at == NULL || s->at[i + count] - s->at[i] == count;
 }
 
-/* Of 64 ASCII code points at cp: the bits of those with bit 5 clear (upper-case letters among
+/* Of the 64 ASCII bytes at b: the bits of those with bit 5 clear (upper-case letters among
  * letters) and of the slashes. */
-static inline void ascii_masks(const uint32_t *cp, uint64_t *no_bit5, uint64_t *slash) {
+static inline void ascii_masks(const uint8_t *b, uint64_t *no_bit5, uint64_t *slash) {
 #if defined(__SSE2__)
     uint64_t bit5 = 0, sl = 0;
     for (int q = 0; q < 4; q++) {
-        const __m128i *v = (const __m128i *)(cp + 16 * q);
-        __m128i lo = _mm_packs_epi32(_mm_loadu_si128(v), _mm_loadu_si128(v + 1));
-        __m128i hi = _mm_packs_epi32(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3));
-        __m128i b = _mm_packus_epi16(lo, hi);
+        __m128i v = _mm_loadu_si128((const __m128i *)(b + 16 * q));
         /* bit 5 of each byte moved to its bit 7 (the 16-bit shift carries nothing into it) */
-        bit5 |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_slli_epi16(b, 2)) << (16 * q);
-        __m128i slashes = _mm_cmpeq_epi8(b, _mm_set1_epi8('/'));
+        bit5 |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_slli_epi16(v, 2)) << (16 * q);
+        __m128i slashes = _mm_cmpeq_epi8(v, _mm_set1_epi8('/'));
         sl |= (uint64_t)(uint16_t)_mm_movemask_epi8(slashes) << (16 * q);
     }
     *no_bit5 = ~bit5, *slash = sl;
 #else
     *no_bit5 = *slash = 0;
     for (int j = 0; j < 64; j++) {
-        *no_bit5 |= (uint64_t)!(cp[j] & 0x20) << j;
-        *slash |= (uint64_t)(cp[j] == '/') << j;
+        *no_bit5 |= (uint64_t)!(b[j] & 0x20) << j;
+        *slash |= (uint64_t)(b[j] == '/') << j;
     }
 #endif
 }
 
-/* Bits set in m smeared up through the runs of g (each position of g's run above a bit of m). */
+/* Bits set in m (within g) smeared up through the runs of g (each position of g's run above a
+ * bit of m): adding m carries each run's lowest bit of m through the rest of the run, and
+ * flips the run's other bits of m, which are put back. */
 static inline uint64_t smear_up(uint64_t m, uint64_t g) {
-    for (int d = 1; d < 64; d *= 2) {
-        m |= (m << d) & g;
-        g &= g << d;
-    }
-    return m;
+    return (((g + m) ^ g) & g) | m;
 }
 
 static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits,
@@ -408,14 +429,11 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
     int masked = 0;                /* the last block was taken by the masks */
     Masks prev = {0};
     uint64_t p_lower = 0, p_absorbed = 0, p_eaten = 0, p_pstart = 0, digit_starts = 0;
-    uint64_t pending = 0, held_next = 0, wide_next = wide64(s->cp, n < 64 ? n : 64);
+    uint64_t pending = 0, held_next = 0;
     size_t zrun_end = 0, last_cut = 0;
     for (size_t base = 0; base < n; base += 64) {
-        size_t count = n - base < 64 ? n - base : 64;
-        uint64_t wide = wide_next;
-        size_t ahead = n - base - count; /* characters after the block */
-        wide_next = ahead ? wide64(s->cp + base + 64, ahead < 64 ? ahead : 64) : 0;
-        if (count < 64 || wide || (wide_next & 7)) { /* o200k_match from a start */
+        size_t count = n - base < 64 ? n - base : 64, ahead = n - base - count;
+        if (!ascii_run(s, base, count) || !ascii_run(s, base + count, ahead < 3 ? ahead : 3)) {
             if (masked) i = starts[--k], masked = 0, held_next = 0; /* from the last start */
             for (; i < base + 64 && i < n;
                  i = kimi ? kimi_match(s, i) : o200k_match(s, i, contractions, digits, 0))
@@ -423,19 +441,21 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
             continue;
         }
         if (i >= base + 64) continue; /* a piece goes on through the block */
-        uint64_t from = ~(uint64_t)0, found = pending;
+        uint64_t from = ~(uint64_t)0 >> (64 - count), found = pending;
         if (!masked) { /* the stretch as if it began at i */
-            from <<= i - base;
+            from &= ~(uint64_t)0 << (i - base);
             prev = (Masks){0}, p_lower = p_absorbed = p_eaten = p_pstart = digit_starts = 0;
             found = (uint64_t)1 << (i - base), zrun_end = 0, masked = 1;
         }
         pending = 0;
-        const uint8_t *c = s->cls + base;
+        const uint8_t *c = s->cls + base, *text = s->bytes + (s->at ? s->at[base] : base);
+        uint8_t last[64]; /* the stretch's last block, not read past its end */
+        if (count < 64) text = memcpy(memset(last, 0, 64), text, count);
         Masks m = masks_at(c);
         m.nl &= from, m.sp &= from, m.ws &= from, m.l &= from, m.n &= from;
         m.ap &= from, m.p &= from;
         uint64_t no_bit5, slash;
-        ascii_masks(s->cp + base, &no_bit5, &slash);
+        ascii_masks(text, &no_bit5, &slash);
         uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
         uint64_t upper = m.l & no_bit5, lower = m.l & ~no_bit5;
         /* [^\s\p{L}\p{N}]+[\r\n/]*: the newlines after a punctuation run and the newlines and
