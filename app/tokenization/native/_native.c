@@ -411,7 +411,8 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
     uint32_t *at;
     int family = e->family, points = POINTS_ALL; /* see Stretch */
     if (family == FAM_CL100K || family == FAM_QWEN2 || family == FAM_QWEN35) points = POINTS_NONE;
-    if (family == FAM_O200K || family == FAM_TEKKEN || family == FAM_KIMI)
+    if (family == FAM_O200K || family == FAM_TEKKEN || family == FAM_KIMI ||
+        family == FAM_DEEPSEEK_V3)
         points = POINTS_UNLESS_ASCII;
     /* Qwen3.5's pattern is Qwen2's with \p{M} joining \p{L} (and leaving punctuation) */
     const uint8_t *marks = family == FAM_QWEN35 ? e->tables[T_KINDS].buf : NULL;

@@ -544,6 +544,26 @@ static inline void cp_masks(const uint32_t *cp, size_t count, uint64_t *wide, ui
     }
 }
 
+/* Bits of the count (<= 64) ASCII bytes at p that are controls (below 0x20, or 0x7F). */
+static inline uint64_t ascii_controls(const uint8_t *p, size_t count) {
+    uint64_t control = 0;
+#if defined(__SSE2__)
+    if (count == 64) {
+        const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7F);
+        for (int q = 0; q < 4; q++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * q));
+            __m128i c = _mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del));
+            control |= (uint64_t)(uint16_t)_mm_movemask_epi8(c) << (16 * q);
+        }
+        return control;
+    }
+#endif
+    for (size_t j = 0; j < count; j++) control |= (uint64_t)(p[j] < 0x20 || p[j] == 0x7F) << j;
+    return control;
+}
+
+/* DeepSeek-V3's starts; an all-ASCII stretch has no code points (cp NULL): its masks come from
+ * its bytes, none of them wide or CJK. */
 static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
     Masks prev = {0}; /* the last block's, and: */
     uint64_t p_cjk = 0, p_seg = 0, p_other = 0, p_ap = 0, p_punct = 0, p_letter = 0, p_taken = 0;
@@ -554,7 +574,12 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         size_t count = n - base < 64 ? n - base : 64;
         Masks m = masks_at(c);
         uint64_t wide, control, in_cjk, sym = 0, mark = 0, punctish = m.ap | m.p;
-        cp_masks(s->cp + base, count, &wide, &control, &in_cjk);
+        if (s->cp != NULL) {
+            cp_masks(s->cp + base, count, &wide, &control, &in_cjk);
+        } else {
+            wide = in_cjk = 0;
+            control = ascii_controls(s->bytes + base, count);
+        }
         for (uint64_t w = wide & punctish; w; w &= w - 1) { /* symbols and marks past ASCII */
             size_t j = (size_t)__builtin_ctzll(w);
             uint8_t kind = s->kinds[s->cp[base + j]];
@@ -580,7 +605,7 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         /* OTHER: a piece per run, but a letter's prefix starts one of its own */
         uint64_t next_letter = 0, next_goes_on = 0, next_segment = 1;
         if (count == 64 && base + 64 < n) {
-            uint32_t cp = s->cp[base + 64];
+            uint32_t cp = s->cp != NULL ? s->cp[base + 64] : s->bytes[base + 64];
             next_letter = c[64] == C_L || (s->kinds[cp] == K_MARK && s->kinds[cp] != K_SYMBOL);
             next_segment = c[64] == C_N || (m.n >> 63) || (uint64_t)cjk(cp) != in_cjk >> 63;
             next_goes_on = c[64] != C_N && !cjk(cp);
