@@ -410,7 +410,8 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
     if (block_room(w, b - a) < 0) return -1;
     uint32_t *at;
     int family = e->family, points = POINTS_ALL; /* see Stretch */
-    if (family == FAM_CL100K || family == FAM_QWEN2 || family == FAM_QWEN35) points = POINTS_NONE;
+    if (family == FAM_CL100K || family == FAM_QWEN2 || family == FAM_QWEN35 || family == FAM_GPT2)
+        points = POINTS_NONE;
     if (family == FAM_O200K || family == FAM_TEKKEN || family == FAM_KIMI ||
         family == FAM_DEEPSEEK_V3)
         points = POINTS_UNLESS_ASCII;

@@ -17,8 +17,16 @@
 
 #include "native.h"
 
+/* The code point of character i (< n): from cp, or decoded from the stretch's bytes where
+ * the family's scanner keeps none (cp NULL). */
+static inline uint32_t point_of(const Stretch *s, size_t i) {
+    if (s->cp != NULL) return s->cp[i];
+    int width;
+    return utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width);
+}
+
 #define CLS(i) ((i) < s->n ? s->cls[i] : 255)
-#define CP(i) ((i) < s->n ? s->cp[i] : 0x110000u)
+#define CP(i) ((i) < s->n ? point_of(s, i) : 0x110000u)
 
 static inline int is_space(uint8_t c) { return c <= C_WS; }
 static inline int is_punct(uint8_t c) { return c == C_AP || c == C_P; } /* [^\s\p{L}\p{N}] */
@@ -33,11 +41,9 @@ static size_t punct_run(const Stretch *s, size_t i) {
     return i;
 }
 
-/* The fold of character i, from the stretch's bytes (cp may be NULL); none past its end. */
+/* The fold of character i; none past the stretch's end. */
 static inline uint8_t fold_of(const Stretch *s, size_t i) {
-    if (i >= s->n) return F_NONE;
-    int width;
-    return s->folds[utf8_decode_at(s->bytes, s->at ? s->at[i] : i, &width)];
+    return i < s->n ? s->folds[point_of(s, i)] : F_NONE;
 }
 
 /* Length of a case-insensitive contraction at i, an apostrophe ('s 't 're 've 'm 'll 'd), or 0. */
