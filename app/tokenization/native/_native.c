@@ -345,10 +345,106 @@ ascii64(const uint8_t *classes, const uint8_t *p, uint8_t *cls, uint32_t *cp, ui
     }
     return 1;
 }
+
+static int wide_utf8; /* and AVX-512 VBMI2 (its byte compress); off with wide_ascii */
+
+#define WIDE_UTF8_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
+
+/* The 16 bytes at p as 32-bit lanes. */
+WIDE_UTF8_TARGET static inline __m512i widened16(const uint8_t *p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* The code points of 16 characters from their lead bytes and the 3 bytes after each (lanes
+ * past a character's width are ignored). */
+WIDE_UTF8_TARGET static inline __m512i code_points16(const uint8_t *lead, const uint8_t *second,
+                                                     const uint8_t *third, const uint8_t *fourth) {
+    const __m512i low6 = _mm512_set1_epi32(0x3F);
+    __m512i b0 = widened16(lead), b1 = _mm512_and_si512(widened16(second), low6);
+    __m512i b2 = _mm512_and_si512(widened16(third), low6);
+    __m512i b3 = _mm512_and_si512(widened16(fourth), low6);
+    __m512i two = _mm512_or_si512(
+        _mm512_slli_epi32(_mm512_and_si512(b0, _mm512_set1_epi32(0x1F)), 6), b1);
+    __m512i three = _mm512_or_si512(
+        _mm512_slli_epi32(_mm512_and_si512(b0, _mm512_set1_epi32(0x0F)), 12),
+        _mm512_or_si512(_mm512_slli_epi32(b1, 6), b2));
+    __m512i four = _mm512_or_si512(
+        _mm512_slli_epi32(_mm512_and_si512(b0, _mm512_set1_epi32(0x07)), 18),
+        _mm512_or_si512(_mm512_slli_epi32(b1, 12), _mm512_or_si512(_mm512_slli_epi32(b2, 6), b3)));
+    __mmask16 wide2 = _mm512_cmpge_epu32_mask(b0, _mm512_set1_epi32(0xC0));
+    __mmask16 wide3 = _mm512_cmpge_epu32_mask(b0, _mm512_set1_epi32(0xE0));
+    __mmask16 wide4 = _mm512_cmpge_epu32_mask(b0, _mm512_set1_epi32(0xF0));
+    __m512i c = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(b0, wide2, two), wide3, three);
+    return _mm512_mask_mov_epi32(c, wide4, four);
+}
+
+/* The classes of 16 code points, gathered 4 bytes at a time (kinds not NULL: marks as
+ * letters). */
+WIDE_UTF8_TARGET static inline __m128i classes16(const uint8_t *classes, const uint8_t *kinds,
+                                                 __m512i c) {
+    const __m512i low8 = _mm512_set1_epi32(0xFF);
+    __m512i k = _mm512_and_si512(_mm512_i32gather_epi32(c, classes, 1), low8);
+    if (kinds != NULL) {
+        __m512i kind = _mm512_and_si512(_mm512_i32gather_epi32(c, kinds, 1), low8);
+        k = _mm512_mask_mov_epi32(k, _mm512_cmpeq_epi32_mask(kind, _mm512_set1_epi32(K_MARK)),
+                                  _mm512_set1_epi32(C_L));
+    }
+    return _mm512_cvtepi32_epi8(k);
+}
+
+/* The characters that begin in the 64 bytes at p and end in them, if none is past U+FFFFF
+ * (its class, read 4 bytes at a time, would be read past the table's end): their classes
+ * (kinds not NULL: marks as letters), (cp not NULL) code points and byte offsets from offset,
+ * and their count in *chars; the bytes they take (0: nothing is written).  Each character's
+ * bytes are compressed into a lane of their own by the masks of its lead and of the 3 bytes
+ * after it, where a run of non-ASCII text went a branchy character at a time. */
+WIDE_UTF8_TARGET static size_t utf8_64(const uint8_t *classes, const uint8_t *kinds,
+                                       const uint8_t *p, uint8_t *cls, uint32_t *cp,
+                                       uint32_t *offsets, uint32_t offset, size_t *chars) {
+    static const uint8_t iota[64] = {
+        0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+        22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
+        44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+    __m512i v = _mm512_loadu_si512(p);
+    if (_mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)0xF4))) return 0;
+    uint64_t leads = _mm512_cmpneq_epi8_mask(_mm512_and_si512(v, _mm512_set1_epi8((char)0xC0)),
+                                             _mm512_set1_epi8((char)0x80));
+    /* A character led before byte 61 ends in the 64; the next one starts at the first lead
+     * from 61 on, or at 64 where there is none. */
+    uint64_t whole = leads & ((1ull << 61) - 1), later = leads >> 61;
+    uint8_t at[64], b0[64], b1[64], b2[64], b3[64];
+    _mm512_storeu_si512(at, _mm512_maskz_compress_epi8(whole, _mm512_loadu_si512(iota)));
+    _mm512_storeu_si512(b0, _mm512_maskz_compress_epi8(whole, v));
+    _mm512_storeu_si512(b1, _mm512_maskz_compress_epi8(whole << 1, v));
+    _mm512_storeu_si512(b2, _mm512_maskz_compress_epi8(whole << 2, v));
+    _mm512_storeu_si512(b3, _mm512_maskz_compress_epi8(whole << 3, v));
+    size_t count = (size_t)__builtin_popcountll(whole);
+    for (size_t g = 0; g < count; g += 16) {
+        __m512i c = code_points16(b0 + g, b1 + g, b2 + g, b3 + g);
+        _mm_storeu_si128((__m128i *)(cls + g), classes16(classes, kinds, c));
+        if (cp != NULL) _mm512_storeu_si512(cp + g, c);
+        _mm512_storeu_si512(offsets + g,
+                            _mm512_add_epi32(widened16(at + g), _mm512_set1_epi32((int)offset)));
+    }
+    *chars = count;
+    return later ? 61 + (size_t)__builtin_ctzll(later) : 64;
+}
 #endif
 
 /* Which code points a family's scanner reads (see Stretch). */
 enum { POINTS_NONE, POINTS_ALL, POINTS_UNLESS_ASCII };
+
+/* at holding the byte offsets of the n ASCII characters before a stretch's first non-ASCII
+ * one, and for POINTS_UNLESS_ASCII cp their code points (writing: from then on all). */
+static uint32_t *ascii_offsets(Work *w, const uint8_t *ascii, size_t n, int points,
+                               int *writing) {
+    for (size_t k = 0; k < n; k++) w->at[k] = (uint32_t)k;
+    if (points == POINTS_UNLESS_ASCII) {
+        for (size_t k = 0; k < n; k++) w->cp[k] = ascii[k];
+        *writing = 1;
+    }
+    return w->at;
+}
 
 /* The code points of data[a:b] (as points says) and their classes into w, and each one's
  * byte offset in at unless every one is ASCII (then at is NULL: the offset is the index);
@@ -359,16 +455,29 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
     int writing = points == POINTS_ALL; /* the code points */
     size_t n = 0;
     for (size_t i = a; i < b; n++) {
-        if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
 #ifdef WIDE_ASCII
-            if (wide_ascii && i + 64 <= b &&
-                ascii64(classes, data + i, w->cls + n, writing ? w->cp + n : NULL,
-                        offsets ? offsets + n : NULL, (uint32_t)(i - a))) {
+        if (wide_ascii && i + 64 <= b) {
+            if (data[i] < 0x80 && ascii64(classes, data + i, w->cls + n,
+                                          writing ? w->cp + n : NULL,
+                                          offsets ? offsets + n : NULL, (uint32_t)(i - a))) {
                 n += 63;
                 i += 64;
                 continue;
             }
+            if (wide_utf8) { /* not all ASCII: up to 64 characters of any width */
+                if (offsets == NULL) offsets = ascii_offsets(w, data + a, n, points, &writing);
+                size_t chars, bytes = utf8_64(classes, kinds, data + i, w->cls + n,
+                                              writing ? w->cp + n : NULL, offsets + n,
+                                              (uint32_t)(i - a), &chars);
+                if (bytes) {
+                    n += chars - 1;
+                    i += bytes;
+                    continue;
+                }
+            }
+        }
 #endif
+        if (data[i] < 0x80) { /* a run of ASCII: a character per byte */
             size_t run = 1;
             if (i + 16 <= b) { /* all 16 written, the first run of them kept (n <= i - a) */
                 run = ascii16(data + i);
@@ -383,14 +492,7 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
             i += run;
             continue;
         }
-        if (offsets == NULL) { /* those before were ASCII */
-            offsets = w->at;
-            for (size_t k = 0; k < n; k++) offsets[k] = (uint32_t)k;
-            if (points == POINTS_UNLESS_ASCII) { /* their code points too, and the rest's */
-                for (size_t k = 0; k < n; k++) w->cp[k] = data[a + k];
-                writing = 1;
-            }
-        }
+        if (offsets == NULL) offsets = ascii_offsets(w, data + a, n, points, &writing);
         int width;
         uint32_t c = utf8_decode_at(data, i, &width);
         if (writing) w->cp[n] = c;
@@ -738,6 +840,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     const char *scalar = getenv("TOKSPLICE_NATIVE_SCALAR");
     wide_ascii = !(scalar && strcmp(scalar, "1") == 0) && __builtin_cpu_supports("avx512vbmi") &&
                  __builtin_cpu_supports("avx512bw");
+    wide_utf8 = wide_ascii && __builtin_cpu_supports("avx512vbmi2");
 #endif
     const char *block = getenv("TOKSPLICE_NATIVE_BLOCK");
     if (block && strtoul(block, NULL, 10) > 0) block_bytes = strtoul(block, NULL, 10);

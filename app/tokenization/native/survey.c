@@ -16,11 +16,40 @@ static inline void lead_block(const uint8_t *probed, const uint8_t *lead, uint8_
     if (!probed[block]) missing[block] = 1, *any = 1;
 }
 
+#ifdef WIDE_ASCII
+#include <immintrin.h>
+/* The blocks of data[0:n - n % 64], 64 bytes at a time: a lead of 3 bytes (block 0-15: its
+ * low 4 bits) is looked up in a table of those not probed by one byte shuffle, so only leads
+ * of 4 bytes (rare) and of blocks not probed (a text's first call) are read one by one, where
+ * a CJK text went a lead at a time. */
+__attribute__((target("avx512f,avx512bw"))) static size_t
+wide_blocks(const uint8_t *probed, const uint8_t *data, size_t n, uint8_t *missing, int *any) {
+    uint8_t unprobed[16];
+    for (int b = 0; b < 16; b++) unprobed[b] = probed[b] ? 0 : 0xFF;
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)unprobed));
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i v = _mm512_loadu_si512(data + i);
+        uint64_t four = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)0xF0));
+        uint64_t three = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)0xE0)) & ~four;
+        __m512i flag = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low4));
+        uint64_t leads = four | (three & _mm512_test_epi8_mask(flag, flag));
+        for (; leads; leads &= leads - 1)
+            lead_block(probed, data + i + __builtin_ctzll(leads), missing, any);
+    }
+    return i;
+}
+#endif
+
 int survey_blocks(const uint8_t *probed, const uint8_t *data, size_t n, uint8_t *missing) {
     int any = 0;
     memset(missing, 0, SURVEY_BLOCKS);
     if (n && !probed[0]) missing[0] = any = 1;
     size_t i = 0;
+#ifdef WIDE_ASCII
+    if (wide_ascii) i = wide_blocks(probed, data, n, missing, &any);
+#endif
 #if defined(__SSE2__)
     const __m128i below = _mm_set1_epi8((char)0xDF), zero = _mm_setzero_si128();
     for (; i + 16 <= n; i += 16) {
