@@ -111,9 +111,17 @@ def test_duplicate_keys_keep_the_first_place_and_the_last_value(
     members: list[tuple[str, Any]], piece_bytes: int
 ) -> None:
     inner = b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in members
-                      if not isinstance(v, float) or v == v)  # fmt: skip
+                      if _orjson_writes(v))  # fmt: skip
     for data in (b"{" + inner + b"}", b'{"x": [{' + inner + b"}, {" + inner + b"}]}"):
         _same(data, piece_bytes)
+
+
+def _orjson_writes(value: Any) -> bool:
+    """Whether orjson writes the scalar as it is: not NaN, not a string with a lone surrogate
+    (the other tests spell those as escapes, through ``_text``)."""
+    if isinstance(value, float):
+        return value == value
+    return not isinstance(value, str) or not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
 
 
 def test_a_large_string_is_cut_only_between_characters_and_escapes() -> None:
