@@ -434,6 +434,20 @@ WIDE_UTF8_TARGET static size_t utf8_64(const uint8_t *classes, const uint8_t *ki
 /* Which code points a family's scanner reads (see Stretch). */
 enum { POINTS_NONE, POINTS_ALL, POINTS_UNLESS_ASCII };
 
+static int points_of(int family) {
+    switch (family) {
+    case FAM_CL100K:
+    case FAM_QWEN2:
+    case FAM_QWEN35:
+    case FAM_GPT2: return POINTS_NONE;
+    case FAM_O200K:
+    case FAM_TEKKEN:
+    case FAM_KIMI:
+    case FAM_DEEPSEEK_V3: return POINTS_UNLESS_ASCII;
+    default: return POINTS_ALL;
+    }
+}
+
 /* at holding the byte offsets of the n ASCII characters before a stretch's first non-ASCII
  * one, and for POINTS_UNLESS_ASCII cp their code points (writing: from then on all). */
 static uint32_t *ascii_offsets(Work *w, const uint8_t *ascii, size_t n, int points,
@@ -511,14 +525,9 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
                          size_t b, Work *w, int32_t *out) {
     if (block_room(w, b - a) < 0) return -1;
     uint32_t *at;
-    int family = e->family, points = POINTS_ALL; /* see Stretch */
-    if (family == FAM_CL100K || family == FAM_QWEN2 || family == FAM_QWEN35 || family == FAM_GPT2)
-        points = POINTS_NONE;
-    if (family == FAM_O200K || family == FAM_TEKKEN || family == FAM_KIMI ||
-        family == FAM_DEEPSEEK_V3)
-        points = POINTS_UNLESS_ASCII;
+    int points = points_of(e->family);
     /* Qwen3.5's pattern is Qwen2's with \p{M} joining \p{L} (and leaving punctuation) */
-    const uint8_t *marks = family == FAM_QWEN35 ? e->tables[T_KINDS].buf : NULL;
+    const uint8_t *marks = e->family == FAM_QWEN35 ? e->tables[T_KINDS].buf : NULL;
     size_t n = decoded(e->tables[T_CLASSES].buf, marks, data, a, b, w, points, &at);
     memset(w->cls + n, 255, RUN_PAD); /* no class */
     int read = points == POINTS_ALL || (points == POINTS_UNLESS_ASCII && at != NULL);
