@@ -55,31 +55,51 @@ ANSWER_IDS_PER_EVENT = 1000
 
 class LoopWatch:
     """Polls ``/health/live`` every ``POLL_S`` from a thread of its own; ``worst_s`` is the
-    longest a poll waited for its answer (the event loop answers it at once when free)."""
+    longest a poll waited for its answer (the event loop answers it at once when free).
+
+    Entering returns once a first poll is answered and leaving waits for a poll sent after
+    the block ended, so the polls cover the whole block however short it was."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.worst_s = 0.0
         self.polls = 0
         self._stop = threading.Event()
+        self._answered = threading.Condition()
+        self._ended = False
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
     def __enter__(self) -> LoopWatch:
         self._thread.start()
+        self._wait_for_polls(1)
         return self
 
     def __exit__(self, *_: object) -> None:
+        self._wait_for_polls(self.polls + 2)  # the one in flight may have been sent before
+        failed = self._ended
         self._stop.set()
         self._thread.join()
+        assert not failed, "a /health/live poll failed (its traceback is above)"
+
+    def _wait_for_polls(self, count: int) -> None:
+        with self._answered:
+            self._answered.wait_for(lambda: self.polls >= count or self._ended)
 
     def _poll(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=60) as http:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                assert http.get("/health/live").status_code == 200
-                waited = time.perf_counter() - started
-                self.worst_s, self.polls = max(self.worst_s, waited), self.polls + 1
-                self._stop.wait(max(0.0, POLL_S - waited))
+        try:
+            with httpx.Client(base_url=self.url, timeout=60) as http:
+                while not self._stop.is_set():
+                    started = time.perf_counter()
+                    assert http.get("/health/live").status_code == 200
+                    waited = time.perf_counter() - started
+                    with self._answered:
+                        self.worst_s, self.polls = max(self.worst_s, waited), self.polls + 1
+                        self._answered.notify_all()
+                    self._stop.wait(max(0.0, POLL_S - waited))
+        finally:
+            with self._answered:
+                self._ended = True  # a failed poll ends the waits too
+                self._answered.notify_all()
 
 
 def upstream_app(answer_ids: list[int]) -> Starlette:
