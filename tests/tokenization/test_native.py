@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -25,10 +27,11 @@ from app.config import Settings
 from app.sessions import SessionTokenizer
 from app.tokenization.boundaries import CutRules
 from app.tokenization.chunked import NATIVE_CHUNKS_PER_WORKER, ChunkedEncoder
+from app.tokenization.native import encoder as encoder_module
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native.nfc import Alignment
 from app.tokenization.native_route import CpuEncoder
-from app.tokenization.reference import ReferenceEncoder
+from app.tokenization.reference import IdArray, ReferenceEncoder
 from app.tokenizer_spec import load_spec
 from gpu_kernels import UnsupportedTokenizer
 from gpu_kernels.char_classes import ClassTable
@@ -329,6 +332,7 @@ def _windows_over(draw: st.DrawFn, size: int) -> Alignment:
     return Alignment(begin, end, gained)
 
 
+@differential(100)
 @given(text=st.text(st.characters(max_codepoint=0x7F), min_size=1, max_size=300), data=st.data())
 def test_token_ends_move_back_by_what_the_windows_before_them_gained(
     text: str, data: st.DataObject, native: Callable[[str], NativeEncoder]
@@ -354,6 +358,62 @@ def test_token_ends_move_back_by_what_the_windows_before_them_gained(
     assert moved_ids == ids
     got = moved if isinstance(moved, int) else np.frombuffer(moved, dtype=np.int32).tolist()
     assert got == want
+
+
+_MISCOUNTS: dict[str, Callable[[IdArray, int], IdArray]] = {
+    "one longer": lambda lengths, e: _changed(lengths, e, lengths[e] + 1),
+    "one empty": lambda lengths, e: _changed(lengths, e, 0),
+    "one too long to sum 16 at a time": lambda lengths, e: _changed(lengths, e, 1 << 26),
+    "one negative": lambda lengths, e: _changed(lengths, e, -1),
+    "cut before it": lambda lengths, e: lengths[:e],
+}
+
+
+def _changed(lengths: IdArray, at: int, value: int) -> IdArray:
+    changed = lengths.copy()
+    changed[at] = value
+    return changed
+
+
+@functools.cache
+def _miscounting(reference: Callable[[str], Tokenizer], miscount: str) -> NativeEncoder:
+    """Qwen3's encoder given token lengths that ``_MISCOUNTS[miscount]`` got wrong for "e"."""
+    e = reference("qwen3").token_to_id("e")
+    real = encoder_module._token_lengths
+    wrong = functools.partial(_MISCOUNTS[miscount], e=e)
+    with mock.patch.object(encoder_module, "_token_lengths", lambda *a: wrong(real(*a))):
+        return NativeEncoder(ReferenceEncoder(reference("qwen3")))
+
+
+@pytest.mark.parametrize("miscount", _MISCOUNTS)
+@differential(100)
+@given(
+    text=st.builds(
+        operator.mul, st.text(st.sampled_from("abcd ,\n"), min_size=1), st.integers(1, 40)
+    ),
+    e_at=st.none() | st.integers(min_value=0),
+)
+def test_token_ends_are_the_sums_of_the_lengths_or_do_not_add_up(
+    text: str, e_at: int | None, miscount: str, reference: Callable[[str], Tokenizer]
+) -> None:
+    """The C part's ends are the running sums of its length table, 16 ids at a time or one by
+    one, and code 1 where an id is past the table or the sums miss the text's size (a length
+    table that does not fit the vocabulary: never expected, counted as declined).  The token
+    "e" whose length is wrong is in the text or not (``e_at``)."""
+    encoder = _miscounting(reference, miscount)
+    if e_at is not None:
+        e_at %= len(text) + 1
+        text = f"{text[:e_at]} e {text[e_at:]}"
+    utf8 = text.encode()
+    none, no_ids = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    found, ends = encoder._core.encode(utf8, none, none, no_ids, False, b"")
+    ids = np.frombuffer(found, dtype=np.int32)
+    lengths = encoder._lengths.astype(np.int64)
+    sums = np.cumsum(lengths[ids]) if ids.max() < len(lengths) else None
+    if sums is None or sums[-1] != len(utf8):
+        assert ends == 1
+    else:
+        assert np.frombuffer(ends, dtype=np.int32).tolist() == sums.tolist()
 
 
 def test_a_token_inside_a_changed_window_is_declined(

@@ -37,6 +37,7 @@ typedef struct {
     uint8_t dropped[256];
     int32_t *lengths; /* the bytes of each id */
     size_t n_lengths;
+    int longest; /* the largest length; INT32_MAX where one is negative */
     Py_buffer chars; /* character BPE: each code point's id (model.char_ids) */
     int has_chars;
     Model model;
@@ -174,6 +175,9 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         return -1;
     }
     e->n_lengths = (size_t)n_lengths;
+    for (size_t k = 0; k < e->n_lengths; k++)
+        e->longest = e->lengths[k] < 0 ? INT32_MAX
+                     : e->lengths[k] > e->longest ? e->lengths[k] : e->longest;
     int dropped_ok = dropped.len == 256;
     if (dropped_ok) memcpy(e->dropped, dropped.buf, 256);
     PyBuffer_Release(&dropped);
@@ -644,8 +648,8 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
     if (r->count < 0 || e->drops) return;
     r->ends = w->ends; /* count <= n: every id covers a byte at least */
-    r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->n_lengths, n, moves,
-                               n_moves, r->ends);
+    r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->n_lengths, e->longest, n,
+                               moves, n_moves, r->ends);
 }
 
 /* The Python answer to what encode_text found (see Encoder_encode). */
