@@ -220,8 +220,20 @@ static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Mask
     return found | (last & blank & BACK1(blank, prev.sp | prev.ws) & more);
 }
 
+#ifdef WIDE_ASCII
+/* ascii_controls' of 64 bytes with AVX-512: two compares. */
+__attribute__((target("avx512f,avx512bw"))) static uint64_t controls_wide(const uint8_t *p) {
+    __m512i v = _mm512_loadu_si512(p);
+    return _mm512_cmplt_epu8_mask(v, _mm512_set1_epi8(0x20)) |
+           _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(0x7F));
+}
+#endif
+
 /* Bits of the count (<= 64) ASCII bytes at p that are controls (below 0x20, or 0x7F). */
 static inline uint64_t ascii_controls(const uint8_t *p, size_t count) {
+#ifdef WIDE_ASCII
+    if (wide_ascii && count == 64) return controls_wide(p);
+#endif
     uint64_t control = 0;
 #if defined(__SSE2__)
     if (count == 64) {
