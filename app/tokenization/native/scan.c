@@ -220,14 +220,55 @@ static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Mask
     return found | (last & blank & BACK1(blank, prev.sp | prev.ws) & more);
 }
 
-static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
+#ifdef WIDE_ASCII
+/* ascii_controls' of 64 bytes with AVX-512: two compares. */
+__attribute__((target("avx512f,avx512bw"))) static uint64_t controls_wide(const uint8_t *p) {
+    __m512i v = _mm512_loadu_si512(p);
+    return _mm512_cmplt_epu8_mask(v, _mm512_set1_epi8(0x20)) |
+           _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(0x7F));
+}
+#endif
+
+/* Bits of the count (<= 64) ASCII bytes at p that are controls (below 0x20, or 0x7F). */
+static inline uint64_t ascii_controls(const uint8_t *p, size_t count) {
+#ifdef WIDE_ASCII
+    if (wide_ascii && count == 64) return controls_wide(p);
+#endif
+    uint64_t control = 0;
+#if defined(__SSE2__)
+    if (count == 64) {
+        const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7F);
+        for (int q = 0; q < 4; q++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * q));
+            __m128i c = _mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del));
+            control |= (uint64_t)(uint16_t)_mm_movemask_epi8(c) << (16 * q);
+        }
+        return control;
+    }
+#endif
+    for (size_t j = 0; j < count; j++) control |= (uint64_t)(p[j] < 0x20 || p[j] == 0x7F) << j;
+    return control;
+}
+
+/* cl100k's starts, and (deepseek, a constant) DeepSeek-V3's where the stretch is all ASCII (cp
+ * NULL): among ASCII characters its segments change nothing but that whitespace ends before a
+ * digit (\s+(?!\S) holds there), and its third split is cl100k's pattern without contractions
+ * but for the controls that are not whitespace (other: no class of it takes them), which are
+ * not punctuation but a letter's prefix whatever precedes them, else a piece per run. */
+static inline __attribute__((always_inline)) size_t
+cl100k_scan(const Stretch *s, uint32_t *starts, size_t digits, int deepseek) {
     Masks prev = {0};
-    uint64_t digit_starts = 0, absorbed = 0, pending = 0;
+    uint64_t digit_starts = 0, absorbed = 0, pending = 0, p_other = 0;
     size_t k = 0, zrun_end = 0;
     for (size_t base = 0; base < s->n; base += 64) {
         const uint8_t *c = s->cls + base;
+        size_t count = s->n - base < 64 ? s->n - base : 64;
         Masks m = masks_at(c);
-        uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
+        uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p, other = 0;
+        if (deepseek) {
+            other = punct & ascii_controls(s->bytes + base, count);
+            punct &= ~other, pp &= ~p_other;
+        }
         uint64_t found = pending;
         pending = 0;
         if (base == 0) found |= 1;
@@ -236,13 +277,14 @@ static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
         /* Punctuation starts unless after punctuation or U+0020 (that space is its prefix). */
         found |= punct & ~BACK1(punct, pp) & ~BACK1(m.sp, prev.sp);
         /* A run of letters starts unless after \s other than a newline, or after one
-         * punctuation character not after U+0020 (its prefix); after a lone ', a
-         * contraction ends a piece inside the run. */
+         * punctuation character not after U+0020 (its prefix), or after other; after a lone
+         * ', a contraction ends a piece inside the run. */
         uint64_t lone = BACK1(punct, pp) & ~BACK2(punct, pp);
-        uint64_t prefixed = lone & ~BACK2(m.sp, prev.sp);
+        uint64_t prefixed = (lone & ~BACK2(m.sp, prev.sp)) | BACK1(other, p_other);
         uint64_t first = m.l & ~BACK1(m.l, prev.l);
         found |= first & ~(BACK1(m.sp, prev.sp) | BACK1(m.ws, prev.ws) | prefixed);
-        for (uint64_t opens = first & BACK1(m.ap, prev.ap) & prefixed; opens; opens &= opens - 1) {
+        for (uint64_t opens = deepseek ? 0 : first & BACK1(m.ap, prev.ap) & prefixed; opens;
+             opens &= opens - 1) {
             size_t j = (size_t)__builtin_ctzll(opens), at = base + j;
             uint8_t a = fold_of(s, at), b = fold_of(s, at + 1);
             size_t cut = 0;
@@ -253,15 +295,26 @@ static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
             if (cut >= 64) pending |= (uint64_t)1 << (cut - 64);
             else if (cut) found |= (uint64_t)1 << cut;
         }
-        uint64_t more = (m.nl | m.sp | m.ws | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        /* other: the first of a run starts, and the last before a letter (its prefix) */
+        uint64_t letter_ahead = m.l >> 1 | (uint64_t)(c[64] == C_L) << 63;
+        found |= other & (letter_ahead | ~BACK1(other, p_other));
+        /* whitespace goes on to \S, but (DeepSeek-V3) not to a digit */
+        uint64_t goes_on = m.nl | m.sp | m.ws | m.l | punct | other | (deepseek ? 0 : m.n);
+        int next_goes_on = c[64] != 255 && !(deepseek && c[64] == C_N);
+        uint64_t more = goes_on >> 1 | (uint64_t)next_goes_on << 63;
         uint64_t eaten = newlines_eaten(m, prev, BACK1(punct, pp), absorbed);
         found |= space_starts(s, base, m, prev, eaten, absorbed, more, &zrun_end);
         absorbed = eaten;
-        prev = m;
-        if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
+        prev = m, p_other = other;
+        if (count < 64) found &= ((uint64_t)1 << count) - 1;
         k = emitted(starts, k, base, found);
     }
     return k;
+}
+
+/* cl100k / Llama-3 (digits = 3) and Qwen2 (digits = 1). */
+static size_t cl100k_pieces(const Stretch *s, uint32_t *starts, size_t digits) {
+    return cl100k_scan(s, starts, digits, 0);
 }
 
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
@@ -550,27 +603,8 @@ static inline void cp_masks(const uint32_t *cp, size_t count, uint64_t *wide, ui
     }
 }
 
-/* Bits of the count (<= 64) ASCII bytes at p that are controls (below 0x20, or 0x7F). */
-static inline uint64_t ascii_controls(const uint8_t *p, size_t count) {
-    uint64_t control = 0;
-#if defined(__SSE2__)
-    if (count == 64) {
-        const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7F);
-        for (int q = 0; q < 4; q++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * q));
-            __m128i c = _mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del));
-            control |= (uint64_t)(uint16_t)_mm_movemask_epi8(c) << (16 * q);
-        }
-        return control;
-    }
-#endif
-    for (size_t j = 0; j < count; j++) control |= (uint64_t)(p[j] < 0x20 || p[j] == 0x7F) << j;
-    return control;
-}
-
-/* DeepSeek-V3's starts; an all-ASCII stretch has no code points (cp NULL): its masks come from
- * its bytes, none of them wide or CJK. */
-static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
+/* DeepSeek-V3's starts where the stretch is not all ASCII (it has code points). */
+static size_t deepseek_unicode_pieces(const Stretch *s, uint32_t *starts) {
     Masks prev = {0}; /* the last block's, and: */
     uint64_t p_cjk = 0, p_seg = 0, p_other = 0, p_ap = 0, p_punct = 0, p_letter = 0, p_taken = 0;
     uint64_t digit_starts = 0, absorbed = 0;
@@ -580,12 +614,7 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         size_t count = n - base < 64 ? n - base : 64;
         Masks m = masks_at(c);
         uint64_t wide, control, in_cjk, sym = 0, mark = 0, punctish = m.ap | m.p;
-        if (s->cp != NULL) {
-            cp_masks(s->cp + base, count, &wide, &control, &in_cjk);
-        } else {
-            wide = in_cjk = 0;
-            control = ascii_controls(s->bytes + base, count);
-        }
+        cp_masks(s->cp + base, count, &wide, &control, &in_cjk);
         for (uint64_t w = wide & punctish; w; w &= w - 1) { /* symbols and marks past ASCII */
             size_t j = (size_t)__builtin_ctzll(w);
             uint8_t kind = s->kinds[s->cp[base + j]];
@@ -611,7 +640,7 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         /* OTHER: a piece per run, but a letter's prefix starts one of its own */
         uint64_t next_letter = 0, next_goes_on = 0, next_segment = 1;
         if (count == 64 && base + 64 < n) {
-            uint32_t cp = s->cp != NULL ? s->cp[base + 64] : s->bytes[base + 64];
+            uint32_t cp = s->cp[base + 64];
             next_letter = c[64] == C_L || (s->kinds[cp] == K_MARK && s->kinds[cp] != K_SYMBOL);
             next_segment = c[64] == C_N || (m.n >> 63) || (uint64_t)cjk(cp) != in_cjk >> 63;
             next_goes_on = c[64] != C_N && !cjk(cp);
@@ -634,6 +663,10 @@ static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
         k = emitted(starts, k, base, found);
     }
     return k;
+}
+
+static size_t deepseek_pieces(const Stretch *s, uint32_t *starts) {
+    return s->cp != NULL ? deepseek_unicode_pieces(s, starts) : cl100k_scan(s, starts, 3, 1);
 }
 
 /* SmolLM2: Digits(individual_digits) isolates each numeric character first (Rust's
