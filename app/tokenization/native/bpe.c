@@ -7,6 +7,7 @@
  */
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -50,22 +51,43 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
 /* ---- piece caches -------------------------------------------------------------------------
  * Pieces of up to 16 bytes and 3 ids (most pieces of source code and prose) in a
  * direct-mapped table of half-line entries, small enough to stay in L2 with its hot lines in
- * L1; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line entries;
- * both keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a table of
- * (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole when full.
- * Each is looked up by the piece's bytes and the model's owner tag, so a hit gives what the
- * merge gave for the same bytes. */
+ * L1, the entries it put out and those of up to 10 ids in a smaller one looked up on its
+ * misses; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line
+ * entries; all keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a
+ * table of (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole
+ * when full.  Each is looked up by the piece's bytes and the model's owner tag, so a hit
+ * gives what the merge gave for the same bytes. */
 
 #define COMPACT_BITS 15
 #define COMPACT_LEN 16
 #define COMPACT_IDS 3
-#define ID_BITS 21 /* ids below 2^21, three to a word */
+/* An entry's tag is owner << TAG_OWNER | len << TAG_LEN | count, so that owner and length
+ * are compared in one go (a model whose owner does not fit skips the compact table), and it
+ * follows the ids, so that a hit copies ids and tag by one 16-byte load and store. */
+#define TAG_LEN 2
+#define TAG_OWNER 7
+#define COMPACT_OWNERS ((uint32_t)1 << (32 - TAG_OWNER))
 typedef struct {
     uint64_t key[2];
-    uint32_t owner;
-    uint8_t len, count, unused[2];
-    uint64_t ids;
+    int32_t ids[COMPACT_IDS];
+    uint32_t tag;
 } Compact; /* 32 bytes */
+#define COMPACT_COPY (sizeof(Compact) - offsetof(Compact, ids)) /* ids and tag */
+_Static_assert(COMPACT_COPY == 16 && COMPACT_COPY <= 4 * (1 + IDS_PAD),
+               "a hit's copy fits out's room past a piece of one byte");
+_Static_assert(COMPACT_LEN < 1 << (TAG_OWNER - TAG_LEN), "a piece's length fits its field");
+_Static_assert(COMPACT_IDS < 1 << TAG_LEN, "a piece's count fits its field");
+/* Behind the compact table, at other bits of the hash: the entries its misses put out (two
+ * pieces of one slot, 2-3% of the pieces of source code, take turns in it) and pieces of up
+ * to COMPACT_LEN bytes and more ids (GPT-2's newline and indentation: 10% of its pieces),
+ * found here, in L2, not in the table of one-line entries (a cache miss on most lookups). */
+#define SPARE_BITS 13
+#define SPARE_IDS 10
+typedef struct {
+    uint64_t key[2];
+    uint32_t want, count; /* want: the tag without its count */
+    int32_t ids[SPARE_IDS];
+} Spare; /* 64 bytes: one cache line */
 
 #define CACHE_BITS 16
 #define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
@@ -89,6 +111,7 @@ typedef struct {
 
 typedef struct {
     Compact compact[(size_t)1 << COMPACT_BITS];
+    Spare spares[(size_t)1 << SPARE_BITS];
     Entry entries[(size_t)1 << CACHE_BITS];
     LongSlot slots[(size_t)1 << LONG_BITS];
     size_t used, filled; /* arena bytes, slots taken */
@@ -396,10 +419,21 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
     return (long)n;
 }
 
-static inline Compact *compact_slot(Compact *table, const uint64_t *key, size_t len) {
-    uint64_t h = (key[0] ^ (len << 59)) * 0x9E3779B97F4A7C15ull;
-    h = (h ^ key[1] ^ (h >> 29)) * 0xFF51AFD7ED558CCDull;
-    return &table[h >> (64 - COMPACT_BITS)];
+/* By the key alone (pieces that differ in length but not in key end in zero bytes: rare),
+ * a multiply's high bits, which all of the key's bits reach. */
+static inline uint64_t compact_hash(const uint64_t *key) {
+    return (key[0] + key[1] * 0xFF51AFD7ED558CCDull) * 0x9E3779B97F4A7C15ull;
+}
+
+static inline Compact *compact_slot(Compact *table, const uint64_t *key) {
+    return &table[compact_hash(key) >> (64 - COMPACT_BITS)];
+}
+
+/* Other bits than the compact slot's, from all of the key's. */
+static inline Spare *spare_slot(Spare *spares, const uint64_t *key) {
+    uint64_t h = compact_hash(key);
+    h = (h ^ (h >> 29)) * 0xC4CEB9FE1A85EC53ull;
+    return &spares[h >> (64 - SPARE_BITS)];
 }
 
 /* A piece's bytes (1 to 8) as a word, zero above them; limit: the bytes readable from it. */
@@ -421,7 +455,8 @@ static const uint64_t key_high[COMPACT_LEN + 1] = {
     HIGH(0), HIGH(1), HIGH(2), HIGH(3), HIGH(4), HIGH(5), HIGH(6), HIGH(7), HIGH(8),
     HIGH(9), HIGH(10), HIGH(11), HIGH(12), HIGH(13), HIGH(14), HIGH(15), HIGH(16)};
 
-/* The key of a piece of up to COMPACT_LEN bytes: its bytes zero-padded to two words. */
+/* The key of a piece of up to COMPACT_LEN bytes: its bytes zero-padded to two words; limit:
+ * the bytes readable from it, at least 16 (no branch on the length) in the loop of hits. */
 static inline void compact_key(uint64_t *key, const uint8_t *piece, size_t len, size_t limit) {
     if (limit >= 16) {
         memcpy(key, piece, 16);
@@ -433,43 +468,61 @@ static inline void compact_key(uint64_t *key, const uint8_t *piece, size_t len, 
     }
 }
 
-/* Whether entry e holds the piece: one branch on all four fields (a branch each cost slots
- * and registers in the loop of hits). */
-static inline int compact_holds(const Compact *e, const uint64_t *key, size_t len,
-                                uint32_t owner) {
-    return ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]) | (e->owner ^ owner) | (e->len ^ len)) ==
-           0;
+/* Whether entry e, of tag tag, holds the piece whose tag without its count is want: one
+ * branch on key and tag (a branch each cost slots and registers in the loop of hits). */
+static inline int compact_holds(const Compact *e, uint32_t tag, const uint64_t *key,
+                                uint32_t want) {
+    return ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]) | ((tag >> TAG_LEN) ^ want)) == 0;
 }
 
-/* The ids of a piece that missed the compact table (merged, or from the other caches), kept
- * in its entry e where they fit; their count, or -1 when out of memory.  Out of line, its key
+/* The ids of a piece that missed the compact table (from the spares, merged, or from the
+ * other caches), kept in its entry e where they fit (what e held put out to the spares), else
+ * in the spares where they fit; their count, or -1 when out of memory.  Out of line, its key
  * passed by value: the loop of hits keeps its values in registers. */
 static __attribute__((noinline)) long compact_miss(const Model *m, Compact *e, uint64_t key0,
                                                    uint64_t key1, const uint8_t *piece,
                                                    size_t len, int32_t *out, Scratch *w) {
-    long got = bpe_piece(m, piece, len, out, w);
-    if (got < 1 || got > COMPACT_IDS) return got;
-    uint64_t ids = 0;
-    for (long k = got - 1; k >= 0; k--) {
-        if ((uint32_t)out[k] >> ID_BITS) return got;
-        ids = ids << ID_BITS | (uint32_t)out[k];
+    Spare *spares = ((Caches *)w->cache)->spares;
+    uint64_t key[2] = {key0, key1};
+    uint32_t want = m->owner << (TAG_OWNER - TAG_LEN) | (uint32_t)len;
+    Spare *v = spare_slot(spares, key);
+    long got;
+    if (v->key[0] == key0 && v->key[1] == key1 && v->want == want) {
+        got = v->count;
+        memcpy(out, v->ids, (size_t)got * sizeof(int32_t));
+        if (got > COMPACT_IDS) return got;
+    } else {
+        got = bpe_piece(m, piece, len, out, w);
+        if (got < 1 || got > SPARE_IDS) return got;
+        if (got > COMPACT_IDS) {
+            *v = (Spare){{key0, key1}, want, (uint32_t)got, {0}};
+            memcpy(v->ids, out, (size_t)got * sizeof(int32_t));
+            return got;
+        }
     }
-    *e = (Compact){{key0, key1}, m->owner, (uint8_t)len, (uint8_t)got, {0, 0}, ids};
+    if (e->tag != 0) {
+        Spare *out_of_e = spare_slot(spares, e->key);
+        *out_of_e = (Spare){{e->key[0], e->key[1]}, e->tag >> TAG_LEN,
+                            e->tag & ((1u << TAG_LEN) - 1), {0}};
+        memcpy(out_of_e->ids, e->ids, sizeof(e->ids));
+    }
+    *e = (Compact){{key0, key1}, {0}, want << TAG_LEN | (uint32_t)got};
+    memcpy(e->ids, out, (size_t)got * sizeof(int32_t));
     return got;
 }
 
-/* bpe_pieces where nothing is dropped and the thread has caches: pieces of up to COMPACT_LEN
- * bytes through the compact table (out has room for IDS_PAD ids more than the piece has
- * bytes), the others through bpe_piece.  The hits run in an inner loop without calls, so
- * that its values stay in registers (a call in the loop spilled them: reloads on every
- * piece).  Inlined once with at NULL, so that an ASCII stretch's offsets are read without
- * the indirection. */
+/* bpe_pieces where nothing is dropped, the thread has caches and the model's owner fits a
+ * tag: pieces of up to COMPACT_LEN bytes through the compact table (out has room for IDS_PAD
+ * ids more than the piece has bytes), the others through bpe_piece.  The hits run in an
+ * inner loop without calls, so that its values stay in registers (a call in the loop spilled
+ * them: reloads on every piece).  Inlined once with at NULL, so that an ASCII stretch's
+ * offsets are read without the indirection. */
 static inline __attribute__((always_inline)) long
 cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
               const uint32_t *starts, size_t pieces, int32_t *out, Scratch *w) {
     Compact *table = ((Caches *)w->cache)->compact;
-    const uint8_t *stop = data + limit;
-    const uint64_t mask = ((uint64_t)1 << ID_BITS) - 1;
+    const size_t near_end = limit >= 16 ? limit - 15 : 0; /* from here less than 16 readable */
+    const uint32_t owner = m->owner << (TAG_OWNER - TAG_LEN);
     int32_t *o = out;
     size_t begin = at ? at[starts[0]] : starts[0];
     const uint32_t *s = starts + 1, *last = starts + pieces;
@@ -480,17 +533,20 @@ cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t 
         for (; s <= last; s++, begin = end) {
             end = at ? at[*s] : *s;
             len = end - begin;
-            if (len > COMPACT_LEN) break;
-            compact_key(key, data + begin, len, (size_t)(stop - data - begin));
-            e = compact_slot(table, key, len);
-            if (!compact_holds(e, key, len, m->owner)) break;
-            uint64_t ids = e->ids;
-            o[0] = (int32_t)(ids & mask); /* all three, whatever the count */
-            o[1] = (int32_t)(ids >> ID_BITS & mask);
-            o[2] = (int32_t)(ids >> 2 * ID_BITS & mask);
-            o += e->count;
+            if (len > COMPACT_LEN || begin >= near_end) break;
+            compact_key(key, data + begin, len, 16);
+            e = compact_slot(table, key);
+            uint32_t tag = e->tag; /* read once: the copy's store might alias it */
+            if (!compact_holds(e, tag, key, owner | (uint32_t)len)) break;
+            /* all three ids and the tag, whatever the count */
+            memcpy(o, (const uint8_t *)e + offsetof(Compact, ids), COMPACT_COPY);
+            o += tag & ((1u << TAG_LEN) - 1);
         }
         if (s > last) break;
+        if (len <= COMPACT_LEN && begin >= near_end) { /* the text's last bytes: as a miss */
+            compact_key(key, data + begin, len, limit - begin);
+            e = compact_slot(table, key);
+        }
         long got = len <= COMPACT_LEN
                        ? compact_miss(m, e, key[0], key[1], data + begin, len, o, w)
                        : bpe_piece(m, data + begin, len, o, w);
@@ -505,7 +561,7 @@ cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t 
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
                 const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
                 Scratch *w) {
-    if (dropped == NULL && w->cache != NULL)
+    if (dropped == NULL && w->cache != NULL && m->owner < COMPACT_OWNERS)
         return at ? cached_pieces(m, data, limit, at, starts, pieces, out, w)
                   : cached_pieces(m, data, limit, NULL, starts, pieces, out, w);
     long count = 0;
