@@ -107,23 +107,6 @@ def assert_exact(tokenizer: Tokenizer, encoder: NativeEncoder, text: str) -> Non
     assert np.array_equal(_at_characters(data, got[1]), _at_characters(data, want_ends)), text
 
 
-@pytest.mark.parametrize("name", NATIVE_FAMILIES)
-@differential(200)
-@given(
-    text=st.one_of(
-        texts, long_texts, dense_texts, case_texts, spliced_texts, long_pieces,
-        st.text(max_size=40),
-    )
-)  # fmt: skip
-def test_adversarial_text(
-    name: str,
-    text: str,
-    reference: Callable[[str], Tokenizer],
-    native: Callable[[str], NativeEncoder],
-) -> None:
-    assert_exact(reference(name), native(name), text)
-
-
 ascii_texts = st.builds(
     operator.mul,
     st.lists(
@@ -141,17 +124,27 @@ ascii_texts = st.builds(
 characters: the scanners read an ASCII stretch's bytes, 64 at a time, and some families take
 it by other rules than the rest of their text (DeepSeek-V3 by cl100k's masks)."""
 
+_ADVERSARIAL = {
+    "mixed": st.one_of(
+        texts, long_texts, dense_texts, case_texts, spliced_texts, long_pieces,
+        st.text(max_size=40),
+    ),
+    "ascii": ascii_texts,
+}  # fmt: skip
+
 
 @pytest.mark.parametrize("name", NATIVE_FAMILIES)
+@pytest.mark.parametrize("kind", _ADVERSARIAL)
 @differential(200)
-@given(text=ascii_texts)
-def test_ascii_text(
+@given(data=st.data())
+def test_adversarial_text(
     name: str,
-    text: str,
+    kind: str,
+    data: st.DataObject,
     reference: Callable[[str], Tokenizer],
     native: Callable[[str], NativeEncoder],
 ) -> None:
-    assert_exact(reference(name), native(name), text)
+    assert_exact(reference(name), native(name), data.draw(_ADVERSARIAL[kind], label="text"))
 
 
 @pytest.fixture(scope="module")
