@@ -225,7 +225,6 @@ static void Encoder_dealloc(Encoder *e) {
 
 /* ---- the calling thread's work buffers ------------------------------------------------- */
 
-#define KEEP_BYTES ((size_t)128 << 10)
 /* Text bytes a thread's buffers keep room for between its calls (~21 bytes each: 2.7 MB);
  * a longer text's are freed after its call.  Made and freed per call, they let glibc hand a
  * pool thread's freed arena top back to the OS now and then, and the next chunk faulted it in
