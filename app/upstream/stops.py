@@ -94,6 +94,8 @@ class StopTrim:
         self._stops = stops if isinstance(stops, StopStrings) else StopStrings(stops)
         self._state = 0
         self._held = ""
+        self._pending: int | None = None
+        """A stop string's start in the held tail, while one begun before it may still end."""
         self._stopped = False
 
     def feed(self, text: str) -> str:
@@ -101,18 +103,21 @@ class StopTrim:
             return "" if self._stopped else text
         held = self._held
         self._state, cut = self._stops.scan(self._state, text, len(held))
+        if self._pending is not None:
+            cut = self._pending if cut is None else min(cut, self._pending)
         whole = held + text
-        if cut is not None:
-            self._stopped, self._held = True, ""
+        open_at = len(whole) - self._stops.depth(self._state)  # where a stop may still begin
+        if cut is not None and cut <= open_at:
+            self._stopped, self._held, self._pending = True, "", None
             return whole[:cut]
-        keep = self._stops.depth(self._state)
-        self._held = whole[len(whole) - keep :]
-        return whole[: len(whole) - keep]
+        self._held = whole[open_at:]
+        self._pending = None if cut is None else cut - open_at
+        return whole[:open_at]
 
     def end(self) -> str:
-        """The held tail, once the output is complete (it did not become a stop string)."""
+        """The held tail, once the output is complete, up to the stop string found in it."""
         held, self._held = self._held, ""
-        return held
+        return held if self._pending is None else held[: self._pending]
 
 
 def trimmed(text: str, stops: list[str] | StopStrings) -> str:
