@@ -225,20 +225,19 @@ static void Encoder_dealloc(Encoder *e) {
 
 /* ---- the calling thread's work buffers ------------------------------------------------- */
 
-/* Text bytes a thread's buffers keep room for between its calls (~21 bytes each: 2.7 MB);
- * a longer text's are freed after its call.  Made and freed per call, they let glibc hand a
- * pool thread's freed arena top back to the OS now and then, and the next chunk faulted it in
- * again (measured: 1 in 30 cold starts of 1M characters on 2 threads took ~1,700 page faults
- * and twice the CPU; none since, past each thread's first).  A long stretch is encoded in
- * blocks (block_end), so only its ids and ends need room for the whole text. */
+/* Text bytes a thread's block arrays and scratch keep room for between its calls (~21 bytes
+ * each: 2.7 MB); a longer text's are freed after its call.  Made and freed per call, they let
+ * glibc hand a pool thread's freed arena top back to the OS now and then, and the next chunk
+ * faulted it in again (measured: 1 in 30 cold starts of 1M characters on 2 threads took
+ * ~1,700 page faults and twice the CPU; none since, past each thread's first).  A long
+ * stretch is encoded in blocks (block_end); its ids and ends are written straight into the
+ * result's bytes (Encoder_encode), so no array of the whole text's size is kept or copied. */
 #define KEEP_BYTES ((size_t)128 << 10)
 
 typedef struct {
-    size_t cap;       /* bytes of a block the arrays cp, at, starts, cls have room for, + 1 */
-    size_t ids_cap;   /* bytes of text ids and ends have room for, + 1 */
+    size_t cap; /* bytes of a block the arrays cp, at, starts, cls have room for, + 1 */
     uint32_t *cp, *at, *starts;
     uint8_t *cls;
-    int32_t *ids, *ends;
     Scratch scratch;
 } Work;
 
@@ -255,46 +254,27 @@ static void block_arrays_free(Work *w) {
     w->cap = 0;
 }
 
-static void id_arrays_free(Work *w) {
-    free(w->ids);
-    free(w->ends);
-    w->ids = w->ends = NULL;
-    w->ids_cap = 0;
-}
-
 static void work_destroy(void *p) {
     Work *w = p;
     block_arrays_free(w);
-    id_arrays_free(w);
     scratch_free(&w->scratch);
     free(w);
 }
 
 static void make_work_key(void) { pthread_key_create(&work_key, work_destroy); }
 
-/* The calling thread's buffers with ids and ends for a text of n bytes; NULL when out of
- * memory. */
-static Work *thread_work(size_t n) {
+/* The calling thread's buffers; NULL when out of memory. */
+static Work *thread_work(void) {
     pthread_once(&work_once, make_work_key);
     Work *w = pthread_getspecific(work_key);
-    if (w == NULL) {
-        w = calloc(1, sizeof(Work));
-        if (w == NULL) return NULL;
-        if (pthread_setspecific(work_key, w) != 0) {
-            free(w);
-            return NULL;
-        }
-        scratch_init(&w->scratch);
-    }
-    if (n + 1 <= w->ids_cap) return w;
-    id_arrays_free(w);
-    w->ids = malloc((n + 1 + IDS_PAD) * 4);
-    w->ends = malloc((n + 1) * 4);
-    if (!w->ids || !w->ends) {
-        id_arrays_free(w);
+    if (w != NULL) return w;
+    w = calloc(1, sizeof(Work));
+    if (w == NULL) return NULL;
+    if (pthread_setspecific(work_key, w) != 0) {
+        free(w);
         return NULL;
     }
-    w->ids_cap = n + 1;
+    scratch_init(&w->scratch);
     return w;
 }
 
@@ -318,7 +298,6 @@ static int block_room(Work *w, size_t n) {
 static void work_done(Work *w) {
     if (w == NULL) return;
     if (w->cap > KEEP_BYTES + 1) block_arrays_free(w);
-    if (w->ids_cap > KEEP_BYTES + 1) id_arrays_free(w);
     if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
@@ -595,18 +574,17 @@ typedef struct {
     uint8_t missing[SURVEY_BLOCKS];
     int blocked, nfc; /* nfc: 1 a character NFC_UNKNOWN, -1 out of memory */
     NfcWindows windows;
-    Work *work;         /* the thread's buffers ids and ends lie in */
-    int32_t *ids, *ends;
+    Work *work;
+    int32_t *ids, *ends; /* in the result's bytes (Encoder_encode) */
     long count; /* -1 out of memory, -2 spans out of order */
     int ends_code;
 } Encoded;
 
-/* Ids of data[0:n] with its added tokens (sb, se, ids: spans sorted) into r, in the buffers of
- * w (room for n bytes). */
+/* Ids of data[0:n] with its added tokens (sb, se, ids: spans sorted) into r->ids (room for an
+ * id per byte and IDS_PAD more). */
 static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const int64_t *sb,
                          const int64_t *se, const int32_t *ids, size_t spans, Work *w,
                          Encoded *r) {
-    r->ids = w->ids;
     long count = 0;
     size_t at = 0;
     for (size_t k = 0; k <= spans; k++) {
@@ -639,60 +617,76 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
         r->nfc = survey_nfc(e->tables[T_NFC].buf, data, n, sb, se, spans, &r->windows);
         if (r->nfc || r->windows.count) return;
     }
-    Work *w = r->work = thread_work(n);
+    Work *w = r->work = thread_work();
     if (w == NULL) {
         r->count = -1;
         return;
     }
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
     if (r->count < 0 || e->drops) return;
-    r->ends = w->ends; /* count <= n: every id covers a byte at least */
     r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->n_lengths, e->longest, n,
                                moves, n_moves, r->ends);
 }
 
-/* The Python answer to what encode_text found (see Encoder_encode). */
-static PyObject *encoded_result(const Encoder *e, const Encoded *r) {
+/* What stands in the way of encode_text's ids, as Python answers it (see Encoder_encode):
+ * NULL with no error set when nothing does. */
+static PyObject *encode_obstacle(const Encoded *r) {
     if (r->blocked) return block_list(r->missing);
     if (r->nfc < 0 || r->count == -1) return PyErr_NoMemory();
     if (r->nfc > 0) return Py_NewRef(Py_None);
     if (r->windows.count)
         return PyBytes_FromStringAndSize((const char *)r->windows.pairs,
                                          r->windows.count * 2 * sizeof(int64_t));
-    if (r->count == -2) {
-        PyErr_SetString(PyExc_ValueError, "added-token spans out of order");
-        return NULL;
+    if (r->count == -2) PyErr_SetString(PyExc_ValueError, "added-token spans out of order");
+    return NULL;
+}
+
+/* The Python answer to what encode_text found, taking ids and ends, the bytes it wrote into:
+ * they are cut to the ids' count, or ends is replaced by the code of why there are none. */
+static PyObject *encoded_result(const Encoder *e, const Encoded *r, PyObject *ids,
+                                PyObject *ends) {
+    PyObject *result = encode_obstacle(r);
+    if (result == NULL && !PyErr_Occurred()) {
+        if (e->drops || r->ends_code)
+            Py_XSETREF(ends, PyLong_FromLong(e->drops ? 0 : r->ends_code));
+        else
+            _PyBytes_Resize(&ends, r->count * 4); /* NULL when it fails */
+        if (ends != NULL && _PyBytes_Resize(&ids, r->count * 4) == 0)
+            result = PyTuple_Pack(2, ids, ends);
     }
-    PyObject *ends = e->drops || r->ends_code
-                         ? PyLong_FromLong(e->drops ? 0 : r->ends_code)
-                         : PyBytes_FromStringAndSize((const char *)r->ends, r->count * 4);
-    PyObject *ids = ends ? PyBytes_FromStringAndSize((const char *)r->ids, r->count * 4) : NULL;
-    PyObject *result = ids ? PyTuple_Pack(2, ids, ends) : NULL;
     Py_XDECREF(ids);
     Py_XDECREF(ends);
     return result;
 }
 
+/* The result's bytes are made before the GIL is let go, with room for an id and an end per
+ * byte (ids IDS_PAD more), and written into directly: pages past the ids' count are never
+ * touched, and no array of the text's size is kept per thread or copied. */
 static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
     Py_buffer text, begin, end, added, moves;
     int check_nfc;
     if (!PyArg_ParseTuple(args, "y*y*y*y*py*", &text, &begin, &end, &added, &check_nfc, &moves))
         return NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *ids = NULL, *ends = NULL;
     size_t n = (size_t)text.len, spans = (size_t)begin.len / 8, n_moves = (size_t)moves.len / 24;
     if ((size_t)end.len != 8 * spans || (size_t)added.len != 4 * spans ||
         (size_t)moves.len != 24 * n_moves || n >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "spans, ids, moves or text of the wrong size");
-    } else {
-        Encoded r = {0};
+    } else if ((ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((n + 1 + IDS_PAD) * 4))) &&
+               (e->drops || (ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n + 1) * 4)))) {
+        Encoded r = {.ids = (int32_t *)PyBytes_AS_STRING(ids),
+                     .ends = ends ? (int32_t *)PyBytes_AS_STRING(ends) : NULL};
         Py_BEGIN_ALLOW_THREADS
         encode_text(e, text.buf, n, begin.buf, end.buf, added.buf, spans, check_nfc, moves.buf,
                     n_moves, &r);
         Py_END_ALLOW_THREADS
-        result = encoded_result(e, &r);
+        result = encoded_result(e, &r, ids, ends);
+        ids = ends = NULL;
         free(r.windows.pairs);
         work_done(r.work);
     }
+    Py_XDECREF(ids);
+    Py_XDECREF(ends);
     PyBuffer_Release(&text);
     PyBuffer_Release(&begin);
     PyBuffer_Release(&end);
