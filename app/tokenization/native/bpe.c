@@ -420,9 +420,10 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
 }
 
 /* By the key alone (pieces that differ in length but not in key end in zero bytes: rare),
- * a multiply's high bits, which all of the key's bits reach. */
+ * a multiply's high bits, which all of the bits of the first word and the second word turned
+ * reach (pieces of up to 8 bytes, most of them, have no second word). */
 static inline uint64_t compact_hash(const uint64_t *key) {
-    return (key[0] + key[1] * 0xFF51AFD7ED558CCDull) * 0x9E3779B97F4A7C15ull;
+    return (key[0] ^ (key[1] << 29 | key[1] >> 35)) * 0x9E3779B97F4A7C15ull;
 }
 
 static inline Compact *compact_slot(Compact *table, const uint64_t *key) {
@@ -448,20 +449,18 @@ static inline uint64_t loaded_word(const uint8_t *piece, size_t len, size_t limi
  * without a branch on the length where 16 bytes are readable. */
 #define LOW(n) ((n) >= 8 ? ~0ull : ((1ull << (8 * (n))) - 1))
 #define HIGH(n) ((n) <= 8 ? 0ull : LOW((n) - 8))
-static const uint64_t key_low[COMPACT_LEN + 1] = {
-    LOW(0), LOW(1), LOW(2), LOW(3), LOW(4), LOW(5), LOW(6), LOW(7), LOW(8),
-    LOW(9), LOW(10), LOW(11), LOW(12), LOW(13), LOW(14), LOW(15), LOW(16)};
-static const uint64_t key_high[COMPACT_LEN + 1] = {
-    HIGH(0), HIGH(1), HIGH(2), HIGH(3), HIGH(4), HIGH(5), HIGH(6), HIGH(7), HIGH(8),
-    HIGH(9), HIGH(10), HIGH(11), HIGH(12), HIGH(13), HIGH(14), HIGH(15), HIGH(16)};
+#define MASKS(n) {LOW(n), HIGH(n)}
+static const uint64_t key_masks[COMPACT_LEN + 1][2] = {
+    MASKS(0), MASKS(1), MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),  MASKS(6),  MASKS(7), MASKS(8),
+    MASKS(9), MASKS(10), MASKS(11), MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16)};
 
 /* The key of a piece of up to COMPACT_LEN bytes: its bytes zero-padded to two words; limit:
  * the bytes readable from it, at least 16 (no branch on the length) in the loop of hits. */
 static inline void compact_key(uint64_t *key, const uint8_t *piece, size_t len, size_t limit) {
     if (limit >= 16) {
         memcpy(key, piece, 16);
-        key[0] &= key_low[len];
-        key[1] &= key_high[len];
+        key[0] &= key_masks[len][0];
+        key[1] &= key_masks[len][1];
     } else {
         key[0] = loaded_word(piece, len < 8 ? len : 8, limit);
         key[1] = len > 8 ? loaded_word(piece + 8, len - 8, limit - 8) : 0;
@@ -511,6 +510,21 @@ static __attribute__((noinline)) long compact_miss(const Model *m, Compact *e, u
     return got;
 }
 
+/* How many of the pieces (begun at starts[p], through at where not NULL) begin 16 bytes or
+ * more before limit: a binary search, the starts being in order. */
+static inline size_t keys_read_whole(const uint32_t *at, const uint32_t *starts, size_t pieces,
+                                     size_t limit) {
+    size_t lo = 0, hi = pieces;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((at ? at[starts[mid]] : starts[mid]) + 16 <= limit)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* bpe_pieces where nothing is dropped, the thread has caches and the model's owner fits a
  * tag: pieces of up to COMPACT_LEN bytes through the compact table (out has room for IDS_PAD
  * ids more than the piece has bytes), the others through bpe_piece.  The hits run in an
@@ -521,19 +535,22 @@ static inline __attribute__((always_inline)) long
 cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
               const uint32_t *starts, size_t pieces, int32_t *out, Scratch *w) {
     Compact *table = ((Caches *)w->cache)->compact;
-    const size_t near_end = limit >= 16 ? limit - 15 : 0; /* from here less than 16 readable */
     const uint32_t owner = m->owner << (TAG_OWNER - TAG_LEN);
     int32_t *o = out;
     size_t begin = at ? at[starts[0]] : starts[0];
     const uint32_t *s = starts + 1, *last = starts + pieces;
+    /* The pieces that end at s <= whole begin 16 bytes or more before the end: their keys
+     * are read in two words (the others' as a miss's, byte by byte). */
+    const uint32_t *whole = starts + keys_read_whole(at, starts, pieces, limit);
+    if (whole > last) whole = last;
     while (s <= last) {
         size_t end = 0, len = 0;
         uint64_t key[2] = {0, 0};
         Compact *e = NULL;
-        for (; s <= last; s++, begin = end) {
+        for (; s <= whole; s++, begin = end) {
             end = at ? at[*s] : *s;
             len = end - begin;
-            if (len > COMPACT_LEN || begin >= near_end) break;
+            if (len > COMPACT_LEN) break;
             compact_key(key, data + begin, len, 16);
             e = compact_slot(table, key);
             uint32_t tag = e->tag; /* read once: the copy's store might alias it */
@@ -543,9 +560,13 @@ cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t 
             o += tag & ((1u << TAG_LEN) - 1);
         }
         if (s > last) break;
-        if (len <= COMPACT_LEN && begin >= near_end) { /* the text's last bytes: as a miss */
-            compact_key(key, data + begin, len, limit - begin);
-            e = compact_slot(table, key);
+        if (s > whole) { /* the text's last bytes: as a miss */
+            end = at ? at[*s] : *s;
+            len = end - begin;
+            if (len <= COMPACT_LEN) {
+                compact_key(key, data + begin, len, limit - begin);
+                e = compact_slot(table, key);
+            }
         }
         long got = len <= COMPACT_LEN
                        ? compact_miss(m, e, key[0], key[1], data + begin, len, o, w)
