@@ -1,6 +1,8 @@
 """The native encoder's piece caches and its batched NFC give what merging and normalizing
 each piece alone give: long pieces and pieces of many ids come back from the long-piece table
-equal to the reference, after it has been emptied too, and with two models sharing a thread."""
+equal to the reference, after it has been emptied too, and with two models sharing a thread;
+short pieces of many ids come back from the compact table's run of them, after its rounds
+have wrapped too."""
 
 from __future__ import annotations
 
@@ -48,6 +50,36 @@ def test_long_pieces_come_back_from_the_cache_exact(
                 assert got is not None
                 want = tokenizer.encode(text, add_special_tokens=False).ids
                 assert got[0].tolist() == want
+
+
+def _short_pieces_of_many_ids(seed: int, count: int) -> str:
+    """``count`` distinct runs of 7 to 15 rare punctuation marks, each after a space (a piece
+    of up to 16 bytes that most vocabularies split into more than three ids)."""
+    draw = random.Random(seed)
+    marks = "~`^|{}[]<>?;@#$%&*+=!"
+    runs = {"".join(draw.choices(marks, k=draw.randint(7, 15))) for _ in range(count)}
+    return "x " + " ".join(sorted(runs))
+
+
+@pytest.mark.parametrize("names", [("gpt2", "llama3")])
+def test_short_pieces_of_many_ids_come_back_exact_after_the_rounds_wrap(
+    names: tuple[str, str], reference: Callable[[str], Tokenizer]
+) -> None:
+    """More ids of short pieces than the compact table's run of them holds (it starts a new
+    round when full, and entries of an earlier round are misses), then the first of them
+    again (their entries of an earlier round), then all again, by one model after the other
+    on one thread (the same pieces of two models take each other's entries)."""
+    tokenizers = [reference(name) for name in names]
+    encoders = [NativeEncoder(ReferenceEncoder(t)) for t in tokenizers]
+    text = _short_pieces_of_many_ids(42, 9_000)
+    many = sum(len(tokenizers[0].encode(" " + run, add_special_tokens=False).ids) > 3
+               for run in text.split(" ")[1:])  # fmt: skip
+    assert many > 8_000  # over 32K ids: the run of 16K wraps twice at least
+    for tokenizer, encoder in zip(tokenizers, encoders, strict=True):  # the one thread's table
+        for sample in (text, text[:20_000], text):
+            got = encoder.encode(sample)
+            assert got is not None
+            assert got[0].tolist() == tokenizer.encode(sample, add_special_tokens=False).ids
 
 
 @given(

@@ -63,7 +63,10 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
 #define COMPACT_IDS 3
 /* An entry's tag is owner << TAG_OWNER | len << TAG_LEN | count, so that owner and length
  * are compared in one go (a model whose owner does not fit skips the compact table), and it
- * follows the ids, so that a hit copies ids and tag by one 16-byte load and store. */
+ * follows the ids, so that a hit copies ids and tag by one 16-byte load and store.  A count
+ * of 0 marks a piece of more ids (GPT-2's newline and indentation, 10% of its pieces): its
+ * ids are in the thread's run of many ids, at ids[0], ids[1] of them, while ids[2] is the
+ * run's round (Many). */
 #define TAG_LEN 2
 #define TAG_OWNER 7
 #define COMPACT_OWNERS ((uint32_t)1 << (32 - TAG_OWNER))
@@ -77,17 +80,19 @@ _Static_assert(COMPACT_COPY == 16 && COMPACT_COPY <= 4 * (1 + IDS_PAD),
                "a hit's copy fits out's room past a piece of one byte");
 _Static_assert(COMPACT_LEN < 1 << (TAG_OWNER - TAG_LEN), "a piece's length fits its field");
 _Static_assert(COMPACT_IDS < 1 << TAG_LEN, "a piece's count fits its field");
-/* Behind the compact table, at other bits of the hash: the entries its misses put out (two
- * pieces of one slot, 2-3% of the pieces of source code, take turns in it) and pieces of up
- * to COMPACT_LEN bytes and more ids (GPT-2's newline and indentation: 10% of its pieces),
- * found here, in L2, not in the table of one-line entries (a cache miss on most lookups). */
-#define SPARE_BITS 13
-#define SPARE_IDS 10
+/* Behind the compact table, at other bits of the hash, entries of the same kind: those its
+ * misses put out (two pieces of one slot, 2-3% of the pieces of source code, take turns in
+ * it), found here, in L2, not in the table of one-line entries (a cache miss on most
+ * lookups). */
+#define SPARE_BITS 14
+/* The ids of the compact entries of more than COMPACT_IDS (up to COMPACT_LEN: a piece's bytes),
+ * one after the other; when full, a new round begins at 0, and the entries of an earlier round
+ * are misses. */
+#define MANY_IDS ((size_t)1 << 14)
 typedef struct {
-    uint64_t key[2];
-    uint32_t want, count; /* want: the tag without its count */
-    int32_t ids[SPARE_IDS];
-} Spare; /* 64 bytes: one cache line */
+    uint32_t used, round;
+    int32_t ids[MANY_IDS];
+} Many;
 
 #define CACHE_BITS 16
 #define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
@@ -111,7 +116,8 @@ typedef struct {
 
 typedef struct {
     Compact compact[(size_t)1 << COMPACT_BITS];
-    Spare spares[(size_t)1 << SPARE_BITS];
+    Compact spares[(size_t)1 << SPARE_BITS];
+    Many many;
     Entry entries[(size_t)1 << CACHE_BITS];
     LongSlot slots[(size_t)1 << LONG_BITS];
     size_t used, filled; /* arena bytes, slots taken */
@@ -431,7 +437,7 @@ static inline Compact *compact_slot(Compact *table, const uint64_t *key) {
 }
 
 /* Other bits than the compact slot's, from all of the key's. */
-static inline Spare *spare_slot(Spare *spares, const uint64_t *key) {
+static inline Compact *spare_slot(Compact *spares, const uint64_t *key) {
     uint64_t h = compact_hash(key);
     h = (h ^ (h >> 29)) * 0xC4CEB9FE1A85EC53ull;
     return &spares[h >> (64 - SPARE_BITS)];
@@ -474,39 +480,57 @@ static inline int compact_holds(const Compact *e, uint32_t tag, const uint64_t *
     return ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]) | ((tag >> TAG_LEN) ^ want)) == 0;
 }
 
-/* The ids of a piece that missed the compact table (from the spares, merged, or from the
- * other caches), kept in its entry e where they fit (what e held put out to the spares), else
- * in the spares where they fit; their count, or -1 when out of memory.  Out of line, its key
- * passed by value: the loop of hits keeps its values in registers. */
+/* The ids of e, an entry of many ids, into out, four at a time (out has room for three more
+ * past a piece's bytes, and a piece has no fewer bytes than ids); their count, or 0 where e is
+ * of an earlier round. */
+static inline uint32_t many_ids(const Many *many, const Compact *e, int32_t *out) {
+    if ((uint32_t)e->ids[2] != many->round) return 0;
+    uint32_t at = (uint32_t)e->ids[0], count = (uint32_t)e->ids[1];
+    for (uint32_t i = 0; i < count; i += 4) memcpy(out + i, many->ids + at + i, 16);
+    return count;
+}
+
+/* e as the entry of a piece of count ids (more than COMPACT_IDS), kept in the run of many. */
+static void many_keep(Many *many, Compact *e, uint64_t key0, uint64_t key1, uint32_t want,
+                      const int32_t *ids, long count) {
+    uint32_t room = ((uint32_t)count + 3) & ~3u; /* read four at a time */
+    if (many->used + room > MANY_IDS) {
+        many->used = 0;
+        many->round++;
+    }
+    memcpy(many->ids + many->used, ids, (size_t)count * sizeof(int32_t));
+    *e = (Compact){{key0, key1}, {(int32_t)many->used, (int32_t)count, (int32_t)many->round},
+                   want << TAG_LEN};
+    many->used += room;
+}
+
+/* The ids of a piece that missed the compact table (from the spares, or merged, or from the
+ * other caches), kept in its entry e (what e held put out to the spares, unless of many ids:
+ * they are found again in the other caches); their count, or -1 when out of memory.  Out of
+ * line, its key passed by value: the loop of hits keeps its values in registers. */
 static __attribute__((noinline)) long compact_miss(const Model *m, Compact *e, uint64_t key0,
                                                    uint64_t key1, const uint8_t *piece,
                                                    size_t len, int32_t *out, Scratch *w) {
-    Spare *spares = ((Caches *)w->cache)->spares;
+    Caches *caches = w->cache;
     uint64_t key[2] = {key0, key1};
     uint32_t want = m->owner << (TAG_OWNER - TAG_LEN) | (uint32_t)len;
-    Spare *v = spare_slot(spares, key);
+    Compact *v = spare_slot(caches->spares, key);
+    uint32_t tag = v->tag;
     long got;
-    if (v->key[0] == key0 && v->key[1] == key1 && v->want == want) {
-        got = v->count;
-        memcpy(out, v->ids, (size_t)got * sizeof(int32_t));
-        if (got > COMPACT_IDS) return got;
+    if (compact_holds(v, tag, key, want)) { /* the spares hold no entry of many ids */
+        got = tag & ((1u << TAG_LEN) - 1);
+        memcpy(out, v->ids, sizeof(v->ids));
     } else {
         got = bpe_piece(m, piece, len, out, w);
-        if (got < 1 || got > SPARE_IDS) return got;
-        if (got > COMPACT_IDS) {
-            *v = (Spare){{key0, key1}, want, (uint32_t)got, {0}};
-            memcpy(v->ids, out, (size_t)got * sizeof(int32_t));
-            return got;
-        }
+        if (got < 1 || got > COMPACT_LEN) return got;
     }
-    if (e->tag != 0) {
-        Spare *out_of_e = spare_slot(spares, e->key);
-        *out_of_e = (Spare){{e->key[0], e->key[1]}, e->tag >> TAG_LEN,
-                            e->tag & ((1u << TAG_LEN) - 1), {0}};
-        memcpy(out_of_e->ids, e->ids, sizeof(e->ids));
+    if (e->tag & ((1u << TAG_LEN) - 1)) *spare_slot(caches->spares, e->key) = *e;
+    if (got > COMPACT_IDS) {
+        many_keep(&caches->many, e, key0, key1, want, out, got);
+    } else {
+        *e = (Compact){{key0, key1}, {0}, want << TAG_LEN | (uint32_t)got};
+        memcpy(e->ids, out, (size_t)got * sizeof(int32_t));
     }
-    *e = (Compact){{key0, key1}, {0}, want << TAG_LEN | (uint32_t)got};
-    memcpy(e->ids, out, (size_t)got * sizeof(int32_t));
     return got;
 }
 
@@ -525,66 +549,110 @@ static inline size_t keys_read_whole(const uint32_t *at, const uint32_t *starts,
     return lo;
 }
 
+/* Where a loop of hits stopped: at the piece that ends at *s and begins at begin (end and len
+ * its end and length, and where len <= COMPACT_LEN e its entry and key its key), which is not
+ * a hit of ids in the entry, or past the last piece it was to look at; o: where its ids go. */
+typedef struct {
+    const uint32_t *s;
+    size_t begin, end, len;
+    int32_t *o;
+    Compact *e;
+    uint64_t key[2];
+} Hits;
+
+/* The hits of the compact table of ids in the entry, from the piece that ends at h->s on,
+ * up to the one that ends at stop (all of which begin 16 bytes or more before the text's end:
+ * their keys are read in two words).  Out of line, with nothing else in the function, so that
+ * its values stay in registers (spilled, they were reloaded on every piece); inlined once with
+ * at NULL, so that an ASCII stretch's offsets are read without the indirection. */
+static inline __attribute__((always_inline)) void
+compact_hits(Compact *table, const uint8_t *data, const uint32_t *at, const uint32_t *stop,
+             uint32_t owner, Hits *h) {
+    const uint32_t *s = h->s;
+    size_t begin = h->begin, end = 0, len = 0;
+    int32_t *o = h->o;
+    uint64_t key[2] = {0, 0};
+    Compact *e = NULL;
+    for (; s <= stop; s++, begin = end) {
+        end = at ? at[*s] : *s;
+        len = end - begin;
+        if (len > COMPACT_LEN) break;
+        compact_key(key, data + begin, len, 16);
+        e = compact_slot(table, key);
+        uint32_t tag = e->tag; /* read once: the copy's store might alias it */
+        uint32_t count = tag & ((1u << TAG_LEN) - 1);
+        if (!compact_holds(e, tag, key, owner | (uint32_t)len) || count == 0) break;
+        /* all three ids and the tag, whatever the count */
+        memcpy(o, (const uint8_t *)e + offsetof(Compact, ids), COMPACT_COPY);
+        o += count;
+    }
+    *h = (Hits){s, begin, end, len, o, e, {key[0], key[1]}};
+}
+
+static __attribute__((noinline)) void ascii_hits(Compact *table, const uint8_t *data,
+                                                 const uint32_t *stop, uint32_t owner, Hits *h) {
+    compact_hits(table, data, NULL, stop, owner, h);
+}
+
+static __attribute__((noinline)) void offset_hits(Compact *table, const uint8_t *data,
+                                                  const uint32_t *at, const uint32_t *stop,
+                                                  uint32_t owner, Hits *h) {
+    compact_hits(table, data, at, stop, owner, h);
+}
+
 /* bpe_pieces where nothing is dropped, the thread has caches and the model's owner fits a
  * tag: pieces of up to COMPACT_LEN bytes through the compact table (out has room for IDS_PAD
- * ids more than the piece has bytes), the others through bpe_piece.  The hits run in an
- * inner loop without calls, so that its values stay in registers (a call in the loop spilled
- * them: reloads on every piece).  Inlined once with at NULL, so that an ASCII stretch's
- * offsets are read without the indirection. */
-static inline __attribute__((always_inline)) long
-cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
-              const uint32_t *starts, size_t pieces, int32_t *out, Scratch *w) {
-    Compact *table = ((Caches *)w->cache)->compact;
+ * ids more than the piece has bytes), the others through bpe_piece. */
+static long cached_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
+                          const uint32_t *starts, size_t pieces, int32_t *out, Scratch *w) {
+    Caches *caches = w->cache;
     const uint32_t owner = m->owner << (TAG_OWNER - TAG_LEN);
-    int32_t *o = out;
-    size_t begin = at ? at[starts[0]] : starts[0];
-    const uint32_t *s = starts + 1, *last = starts + pieces;
+    const uint32_t *last = starts + pieces;
     /* The pieces that end at s <= whole begin 16 bytes or more before the end: their keys
      * are read in two words (the others' as a miss's, byte by byte). */
     const uint32_t *whole = starts + keys_read_whole(at, starts, pieces, limit);
     if (whole > last) whole = last;
-    while (s <= last) {
-        size_t end = 0, len = 0;
-        uint64_t key[2] = {0, 0};
-        Compact *e = NULL;
-        for (; s <= whole; s++, begin = end) {
-            end = at ? at[*s] : *s;
-            len = end - begin;
-            if (len > COMPACT_LEN) break;
-            compact_key(key, data + begin, len, 16);
-            e = compact_slot(table, key);
-            uint32_t tag = e->tag; /* read once: the copy's store might alias it */
-            if (!compact_holds(e, tag, key, owner | (uint32_t)len)) break;
-            /* all three ids and the tag, whatever the count */
-            memcpy(o, (const uint8_t *)e + offsetof(Compact, ids), COMPACT_COPY);
-            o += tag & ((1u << TAG_LEN) - 1);
-        }
-        if (s > last) break;
-        if (s > whole) { /* the text's last bytes: as a miss */
-            end = at ? at[*s] : *s;
-            len = end - begin;
-            if (len <= COMPACT_LEN) {
-                compact_key(key, data + begin, len, limit - begin);
-                e = compact_slot(table, key);
+    Hits h = {starts + 1, at ? at[starts[0]] : starts[0], 0, 0, out, NULL, {0, 0}};
+    while (h.s <= last) {
+        if (at)
+            offset_hits(caches->compact, data, at, whole, owner, &h);
+        else
+            ascii_hits(caches->compact, data, whole, owner, &h);
+        if (h.s > last) break;
+        if (h.s > whole) { /* the text's last bytes: as a miss */
+            h.end = at ? at[*h.s] : *h.s;
+            h.len = h.end - h.begin;
+            if (h.len <= COMPACT_LEN) {
+                compact_key(h.key, data + h.begin, h.len, limit - h.begin);
+                h.e = compact_slot(caches->compact, h.key);
+            }
+        } else if (h.len <= COMPACT_LEN &&
+                   compact_holds(h.e, h.e->tag, h.key, owner | (uint32_t)h.len)) {
+            uint32_t count = many_ids(&caches->many, h.e, h.o); /* 0: of an earlier round */
+            if (count) {
+                h.o += count;
+                h.begin = h.end;
+                h.s++;
+                continue;
             }
         }
-        long got = len <= COMPACT_LEN
-                       ? compact_miss(m, e, key[0], key[1], data + begin, len, o, w)
-                       : bpe_piece(m, data + begin, len, o, w);
+        const uint8_t *piece = data + h.begin;
+        long got = h.len <= COMPACT_LEN
+                       ? compact_miss(m, h.e, h.key[0], h.key[1], piece, h.len, h.o, w)
+                       : bpe_piece(m, piece, h.len, h.o, w);
         if (got < 0) return -1;
-        o += got;
-        begin = end;
-        s++;
+        h.o += got;
+        h.begin = h.end;
+        h.s++;
     }
-    return o - out;
+    return h.o - out;
 }
 
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
                 const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
                 Scratch *w) {
     if (dropped == NULL && w->cache != NULL && m->owner < COMPACT_OWNERS)
-        return at ? cached_pieces(m, data, limit, at, starts, pieces, out, w)
-                  : cached_pieces(m, data, limit, NULL, starts, pieces, out, w);
+        return cached_pieces(m, data, limit, at, starts, pieces, out, w);
     long count = 0;
     for (size_t p = 0; p < pieces; p++) {
         size_t begin = at ? at[starts[p]] : starts[p];
