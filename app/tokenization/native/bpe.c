@@ -49,10 +49,10 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
 }
 
 /* ---- piece caches -------------------------------------------------------------------------
- * Pieces of up to 16 bytes and 3 ids (most pieces of source code and prose) in a
- * direct-mapped table of half-line entries, small enough to stay in L2 with its hot lines in
- * L1, the entries it put out and those of up to 10 ids in a smaller one looked up on its
- * misses; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line
+ * Pieces of up to 16 bytes (most pieces of source code and prose) in a direct-mapped table of
+ * half-line entries, small enough to stay in L2 with its hot lines in L1, up to 3 ids in the
+ * entry and more in a run of them beside it, the entries it put out in a smaller one looked
+ * up on its misses; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line
  * entries; all keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a
  * table of (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole
  * when full.  Each is looked up by the piece's bytes and the model's owner tag, so a hit
