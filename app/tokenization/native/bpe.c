@@ -52,10 +52,10 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
  * Pieces of up to 16 bytes (most pieces of source code and prose) in a direct-mapped table of
  * half-line entries, small enough to stay in L2 with its hot lines in L1, up to 3 ids in the
  * entry and more in a run of them beside it, the entries it put out in a smaller one looked
- * up on its misses; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of one-line
- * entries; all keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a
- * table of (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole
- * when full.  Each is looked up by the piece's bytes and the model's owner tag, so a hit
+ * up on its misses; short pieces (up to 24 bytes, up to 8 ids) in a direct-mapped table of
+ * one-line entries; all keyed by the zero-padded bytes; longer ones, and short ones of more
+ * ids, in a table of (hash, arena offset) whose arena holds the piece's bytes and ids, emptied
+ * whole when full.  Each is looked up by the piece's bytes and the model's owner tag, so a hit
  * gives what the merge gave for the same bytes. */
 
 #define COMPACT_BITS 15
@@ -457,8 +457,9 @@ static inline uint64_t loaded_word(const uint8_t *piece, size_t len, size_t limi
 #define HIGH(n) ((n) <= 8 ? 0ull : LOW((n) - 8))
 #define MASKS(n) {LOW(n), HIGH(n)}
 static const uint64_t key_masks[COMPACT_LEN + 1][2] = {
-    MASKS(0), MASKS(1), MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),  MASKS(6),  MASKS(7), MASKS(8),
-    MASKS(9), MASKS(10), MASKS(11), MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16)};
+    MASKS(0),  MASKS(1),  MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),
+    MASKS(6),  MASKS(7),  MASKS(8),  MASKS(9),  MASKS(10), MASKS(11),
+    MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16)};
 
 /* The key of a piece of up to COMPACT_LEN bytes: its bytes zero-padded to two words; limit:
  * the bytes readable from it, at least 16 (no branch on the length) in the loop of hits. */
@@ -562,9 +563,10 @@ typedef struct {
 
 /* The hits of the compact table of ids in the entry, from the piece that ends at h->s on,
  * up to the one that ends at stop (all of which begin 16 bytes or more before the text's end:
- * their keys are read in two words).  Out of line, with nothing else in the function, so that
- * its values stay in registers (spilled, they were reloaded on every piece); inlined once with
- * at NULL, so that an ASCII stretch's offsets are read without the indirection. */
+ * their keys are read in two words).  Run out of line (ascii_hits, offset_hits), with nothing
+ * else in the function, so that its values stay in registers (spilled, they were reloaded on
+ * every piece); inlined once with at NULL, so that an ASCII stretch's offsets are read
+ * without the indirection. */
 static inline __attribute__((always_inline)) void
 compact_hits(Compact *table, const uint8_t *data, const uint32_t *at, const uint32_t *stop,
              uint32_t owner, Hits *h) {
