@@ -413,8 +413,9 @@ WIDE_UTF8_TARGET static size_t utf8_64(const uint8_t *classes, const uint8_t *ki
 }
 #endif
 
-/* Which code points a family's scanner reads (see Stretch). */
-enum { POINTS_NONE, POINTS_ALL, POINTS_UNLESS_ASCII };
+/* Which code points a family's scanner reads (see Stretch); POINTS_BYTES: none, nor classes,
+ * the stretch's bytes alone (its characters counted as bytes). */
+enum { POINTS_NONE, POINTS_ALL, POINTS_UNLESS_ASCII, POINTS_BYTES };
 
 static int points_of(int family) {
     switch (family) {
@@ -426,6 +427,7 @@ static int points_of(int family) {
     case FAM_TEKKEN:
     case FAM_KIMI:
     case FAM_DEEPSEEK_V3: return POINTS_UNLESS_ASCII;
+    case FAM_SPACES_REPLACED: return POINTS_BYTES;
     default: return POINTS_ALL;
     }
 }
@@ -510,8 +512,12 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
     int points = points_of(e->family);
     /* Qwen3.5's pattern is Qwen2's with \p{M} joining \p{L} (and leaving punctuation) */
     const uint8_t *marks = e->family == FAM_QWEN35 ? e->tables[T_KINDS].buf : NULL;
-    size_t n = decoded(e->tables[T_CLASSES].buf, marks, data, a, b, w, points, &at);
-    memset(w->cls + n, 255, RUN_PAD); /* no class */
+    size_t n = b - a;
+    at = NULL;
+    if (points != POINTS_BYTES) {
+        n = decoded(e->tables[T_CLASSES].buf, marks, data, a, b, w, points, &at);
+        memset(w->cls + n, 255, RUN_PAD); /* no class */
+    }
     int read = points == POINTS_ALL || (points == POINTS_UNLESS_ASCII && at != NULL);
     Stretch s = {read ? w->cp : NULL, w->cls, e->tables[T_FOLDS].buf, e->tables[T_KINDS].buf,
                  e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n, data + a, at};

@@ -3,8 +3,12 @@
  * The trie comes built (added_tokens.py): node k's edges are edge_byte/edge_child
  * [edge_start[k], edge_start[k + 1]), sorted by byte; token[k] is the id of the token ending at
  * node k, or -1.  Node 0 is the root.  A match can begin only at a byte the root has an edge
- * for (a lead): with few leads they are found with memchr, else by a table of them.
+ * for (a lead): with few leads they are found with memchr, with up to ADDED_SIMD_LEADS by a
+ * compare per lead of 16 bytes at a time (Gemma's five: '<', newline, tab, '|' and U+2581's
+ * first byte, which a byte at a time took a tenth of an encode of source code), else by a
+ * table of them.
  */
+#define ADDED_SIMD_LEADS 8
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +41,18 @@ static size_t next_lead(const AddedTrie *t, const uint8_t *data, size_t at, size
         }
         return best;
     }
+#if defined(__SSE2__)
+    if (t->n_leads <= ADDED_SIMD_LEADS) {
+        __m128i lead[ADDED_SIMD_LEADS];
+        for (int k = 0; k < t->n_leads; k++) lead[k] = _mm_set1_epi8((char)t->leads[k]);
+        for (; at + 16 <= n; at += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(data + at)), hit = _mm_setzero_si128();
+            for (int k = 0; k < t->n_leads; k++) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, lead[k]));
+            int found = _mm_movemask_epi8(hit);
+            if (found) return at + (size_t)__builtin_ctz((unsigned)found);
+        }
+    }
+#endif
     while (at < n && !t->is_lead[data[at]]) at++;
     return at;
 }

@@ -138,7 +138,8 @@ class NativeEncoder:
     def encode_utf8(self, data: bytes) -> tuple[IdArray, OffsetArray] | None:
         """``encode`` of a text given as its UTF-8 alone (valid: the encoding of a ``str``),
         so that the chunks of a text need not be decoded for it."""
-        if self._marks_declined and _MARK in data:
+        # its lead byte first: memchr, where the search for the three bytes read ~1 GB/s
+        if self._marks_declined and _MARK[0] in data and _MARK in data:
             return self._declines("a literal U+2581 in the text (spaces become it)")
         split = self.plan.split
         payload = split.payload_of(data)

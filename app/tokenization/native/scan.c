@@ -688,13 +688,29 @@ static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
 
 /* Gemma (character BPE, spaces replaced by U+2581, no pre-split): a piece starts before each
  * space that follows printable ASCII other than '>', where tokenizer_spec checked that no
- * token of the vocabulary joins the two, so no merge crosses there (boundaries.py). */
+ * token of the vocabulary joins the two, so no merge crosses there (boundaries.py).  Read on
+ * the bytes, the stretch's characters counted as bytes (POINTS_BYTES): a byte in 0x21-0x7E
+ * is that ASCII character, no byte of a longer one; 16 at a time. */
 static size_t spaces_replaced_pieces(const Stretch *s, uint32_t *starts) {
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        uint32_t before = i ? s->cp[i - 1] : 0;
-        if (i == 0 || (s->cp[i] == ' ' && before >= 0x21 && before <= 0x7E && before != '>'))
-            starts[k++] = (uint32_t)i;
+    const uint8_t *p = s->bytes;
+    size_t k = 0, i = 1;
+    if (s->n) starts[k++] = 0;
+#if defined(__SSE2__)
+    const __m128i space = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7F), gt = _mm_set1_epi8('>');
+    for (; i + 16 <= s->n; i += 16) { /* signed compares: bytes over 0x7F are below space */
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+        __m128i before = _mm_loadu_si128((const __m128i *)(p + i - 1));
+        __m128i printable = _mm_and_si128(_mm_cmpgt_epi8(before, space),
+                                          _mm_cmplt_epi8(before, del));
+        __m128i at = _mm_andnot_si128(_mm_cmpeq_epi8(before, gt),
+                                      _mm_and_si128(_mm_cmpeq_epi8(v, space), printable));
+        for (unsigned bits = (unsigned)_mm_movemask_epi8(at); bits; bits &= bits - 1)
+            starts[k++] = (uint32_t)(i + (size_t)__builtin_ctz(bits));
+    }
+#endif
+    for (; i < s->n; i++) {
+        uint8_t before = p[i - 1];
+        if (p[i] == ' ' && before > ' ' && before < 0x7F && before != '>') starts[k++] = (uint32_t)i;
     }
     return k;
 }
