@@ -113,15 +113,15 @@ def tokenizer_rows(args: argparse.Namespace) -> bool:
     from app.tokenization.chunked import ChunkedEncoder
     from app.tools import assets
 
-    paths = assets.fetch()
     cores = len(os.sched_getaffinity(0))
     print(f"cores this process may use: {cores}; RAYON_NUM_THREADS={args.threads or 'unset'}")
     print("| tokenizer | chars | MB | one piece ms | chunks ms | ratio | chunks | chunked MB/s |")
     print("|---|---|---|---|---|---|---|---|")
     failed = False
     for name in args.tokenizers.split(","):
-        whole = SessionTokenizer.from_file(paths[name], parallel_chunk=0)
-        chunked = SessionTokenizer.from_file(paths[name], parallel_chunk=args.chunk)
+        path = assets.tokenizer_file(name)
+        whole = SessionTokenizer.from_file(path, parallel_chunk=0)
+        chunked = SessionTokenizer.from_file(path, parallel_chunk=args.chunk)
         rules = CutRules(chunked.spec)
         for size in (int(s) for s in args.sizes.split(",")):
             text = _transcript(name, size)

@@ -14,8 +14,8 @@ built, e.g. a worktree of the commit before: ``git worktree add ../base HEAD~1``
 each (``bench_engines`` texts), for ``--rounds`` rounds; printed per tokenizer and text is each
 one's MB/s of CPU time over its fastest turn and its median turn, and its ratio to the first
 tree's.  Each worker's ids are checked against the reference's first (a mismatch exits 1).
-``--tokenizers`` names the assets' tokenizers (``assets.fetch``) or the models'
-(``assets.models``: tekken, gemma3, qwen35, gpt_oss, ...).
+``--tokenizers`` names the assets' tokenizers or the models' (``assets.tokenizer_file``:
+tekken, gemma3, qwen35, gpt_oss...).
 """
 
 from __future__ import annotations
@@ -120,8 +120,7 @@ def _work(engine: str, name: str, kind: str, size: str) -> None:
     from loadtest.bench_engines import _text
     from loadtest.peer_encoders import fastokens_peer, gigatoken_peer
 
-    found = assets.fetch()
-    path = found[name] if name in found else assets.models(without_npm=True)[name]
+    path = assets.tokenizer_file(name)
     reference = ReferenceEncoder.from_file(path)
     text = _text(kind, name, int(size), lambda *_: "")
     encode: Callable[[str], object] | None

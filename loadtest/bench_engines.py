@@ -40,7 +40,6 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
     from app.tools import assets
     from tests.adversarial_strings import adversarial_strings
 
-    paths = assets.fetch()
     cores = len(os.sched_getaffinity(0))
     print(f"cores: {cores}; {args.adversarial} adversarial strings per tokenizer")
     print(
@@ -53,21 +52,24 @@ def engine_rows(args: argparse.Namespace, transcript: Callable[[str, int], str])
     summary: dict[tuple[str, str], dict[str, float]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
     for name in args.tokenizers.split(","):
-        reference = ReferenceEncoder.from_file(paths[name])
+        path = assets.tokenizer_file(name)
+        reference = ReferenceEncoder.from_file(path)
         native = NativeEncoder(reference)
-        rules = CutRules(load_spec(paths[name]))
+        rules = CutRules(load_spec(path))
         chunked = ChunkedEncoder(reference, rules, args.chunk)
         parallel = ChunkedEncoder(reference, rules, args.chunk, native)
         engines = _ours(reference, native)
         for label, peer in (
-            ("fastokens", fastokens_peer(paths[name])),
-            ("gigatoken", gigatoken_peer(paths[name])),
-            ("tiktoken", tiktoken_peer(name, paths[name].parents[1])),
-            ("bpe-qwen", bpe_qwen_peer(name, paths[name])),
+            ("fastokens", fastokens_peer(path)),
+            ("gigatoken", gigatoken_peer(path)),
+            ("tiktoken", tiktoken_peer(name, path.parents[1])),
+            ("bpe-qwen", bpe_qwen_peer(name, path)),
         ):
             if peer is not None:
                 engines[label] = peer
-        expected = [e.ids for e in reference.tokenizer.encode_batch_fast(strings, False)]
+        expected = [
+            e.ids for e in reference.tokenizer.encode_batch_fast(strings, add_special_tokens=False)
+        ]
         before = sum(native.stats()["declined"].values())
         wrong = {
             label: sum(

