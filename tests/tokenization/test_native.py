@@ -276,6 +276,20 @@ def test_short_texts_leave_new_blocks_to_a_background_probe(
     assert encoder.stats()["declined"] == {"class blocks are being probed": 1}
 
 
+def test_gemma_reads_no_classes_so_probes_none(reference: Callable[[str], Tokenizer]) -> None:
+    """Gemma's pieces are found on the bytes alone: a short text of blocks never probed is
+    encoded natively at once, where a family that reads classes declines it (above)."""
+    table = ClassTable()
+    encoder = NativeEncoder(
+        ReferenceEncoder(reference("gemma3")), classes=table, probe_later_below=1 << 15
+    )
+    short = "Ἀθῆναι and ᚠᛇᚻ, 世界 ok"
+    blocks = sorted({ord(c) >> 12 for c in short})
+    assert_exact(reference("gemma3"), encoder, short)
+    assert encoder.stats()["declined"] == {}
+    assert not table.probed[blocks[1:]].any()
+
+
 def test_the_first_encode_probes_nothing(reference: Callable[[str], Tokenizer]) -> None:
     """The constructor probes the block every text touches (the proxy builds the encoder at
     start-up), so a first call of ASCII or Latin text builds no table."""

@@ -617,8 +617,10 @@ static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const 
 static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const int64_t *sb,
                         const int64_t *se, const int32_t *ids, size_t spans, int check_nfc,
                         const int64_t *moves, size_t n_moves, Encoded *r) {
-    r->blocked = survey_blocks(e->tables[T_PROBED].buf, data, n, r->missing);
-    if (r->blocked) return;
+    if (points_of(e->family) != POINTS_BYTES) { /* those read no classes */
+        r->blocked = survey_blocks(e->tables[T_PROBED].buf, data, n, r->missing);
+        if (r->blocked) return;
+    }
     if (check_nfc) {
         r->nfc = survey_nfc(e->tables[T_NFC].buf, data, n, sb, se, spans, &r->windows);
         if (r->nfc || r->windows.count) return;
@@ -704,8 +706,9 @@ static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
 static PyObject *Encoder_missing_blocks(Encoder *e, PyObject *arg) {
     Py_buffer text;
     if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
-    uint8_t missing[SURVEY_BLOCKS];
-    survey_blocks(e->tables[T_PROBED].buf, text.buf, (size_t)text.len, missing);
+    uint8_t missing[SURVEY_BLOCKS] = {0};
+    if (points_of(e->family) != POINTS_BYTES)
+        survey_blocks(e->tables[T_PROBED].buf, text.buf, (size_t)text.len, missing);
     PyBuffer_Release(&text);
     return block_list(missing);
 }
