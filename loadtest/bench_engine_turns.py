@@ -42,22 +42,26 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1_000_000, help="characters per text")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--per-turn", type=int, default=3, help="encodes per worker per turn")
-    parser.add_argument("--worker", nargs=4, metavar=("ENGINE", "TOKENIZER", "TEXT", "SIZE"),
-                        help=argparse.SUPPRESS)  # fmt: skip
+    worker = ("ENGINE", "TOKENIZER", "FILE", "TEXT", "SIZE")
+    parser.add_argument("--worker", nargs=5, metavar=worker, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         _work(*args.worker)
         return
+    from app.tools import assets
+
     trees = [Path(tree).resolve() for tree in args.trees.split(",")]
     peers = [peer for peer in args.peers.split(",") if peer]
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds of {args.per_turn} encodes")
     print("| tokenizer | text | engine | MB/s best | MB/s median | x first tree |")
     print("|---|---|---|---|---|---|")
     for name in args.tokenizers.split(","):
+        path = assets.tokenizer_file(name)  # here: a tree of an older commit may lack it
         for kind in args.texts.split(","):
-            workers = {f"native {tree.name or tree}": _start(tree, "native", name, kind, args.size)
-                       for tree in trees}  # fmt: skip
-            workers |= {peer: _start(trees[0], peer, name, kind, args.size) for peer in peers}
+            start = [(f"native {tree.name or tree}", tree, "native") for tree in trees]
+            start += [(peer, trees[0], peer) for peer in peers]
+            workers = {label: _start(tree, engine, name, path, kind, args.size)
+                       for label, tree, engine in start}  # fmt: skip
             sizes = {label: _answer(worker) for label, worker in workers.items()}
             timed = {label: w for label, w in workers.items() if sizes[label] > 0}
             times: dict[str, list[float]] = {label: [] for label in timed}
@@ -94,9 +98,11 @@ _MISSING = {
 }
 
 
-def _start(tree: Path, engine: str, name: str, kind: str, size: int) -> subprocess.Popen[str]:
+def _start(
+    tree: Path, engine: str, name: str, path: Path, kind: str, size: int
+) -> subprocess.Popen[str]:
     command = [sys.executable, str(REPO / "loadtest" / "bench_engine_turns.py"),
-               "--worker", engine, name, kind, str(size)]  # fmt: skip
+               "--worker", engine, name, str(path), kind, str(size)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.Popen(command, cwd=tree, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
@@ -110,17 +116,16 @@ def _answer(worker: subprocess.Popen[str]) -> float:
     return float(line)
 
 
-def _work(engine: str, name: str, kind: str, size: str) -> None:
+def _work(engine: str, name: str, file: str, kind: str, size: str) -> None:
     """A worker: prints the text's UTF-8 size (0: the engine does not cover the tokenizer,
     -1: its ids differ from the reference's, -2: it declined the text), then for each count
     read from stdin the CPU seconds of its fastest of that many encodes."""
     from app.tokenization.native_route import native_encoder
     from app.tokenization.reference import ReferenceEncoder
-    from app.tools import assets
     from loadtest.bench_engines import _text
     from loadtest.peer_encoders import fastokens_peer, gigatoken_peer
 
-    path = assets.tokenizer_file(name)
+    path = Path(file)
     reference = ReferenceEncoder.from_file(path)
     text = _text(kind, name, int(size), lambda *_: "")
     encode: Callable[[str], object] | None
