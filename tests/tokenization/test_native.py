@@ -147,6 +147,22 @@ def test_adversarial_text(
     assert_exact(reference(name), native(name), data.draw(_ADVERSARIAL[kind], label="text"))
 
 
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
+def test_blanks_ending_at_a_block_edge(
+    name: str,
+    reference: Callable[[str], Tokenizer],
+    native: Callable[[str], NativeEncoder],
+) -> None:
+    """A run of blanks that ends at or near a 64-character edge of the scanners' masks, before a
+    digit, a letter or punctuation: whether its last blank goes to what follows is decided
+    across the edge (SmolLM2 splits digits off first, so before one it does not)."""
+    for end in range(56, 67):
+        for run in (1, 2, 3, 9):
+            for after in ("1", "12", "a", "."):
+                text = "x" * (end - run) + " " * run + after + " end"
+                assert_exact(reference(name), native(name), text)
+
+
 @pytest.fixture(scope="module")
 def specials_as_text(
     reference: Callable[[str], Tokenizer],

@@ -426,6 +426,7 @@ static int points_of(int family) {
     case FAM_O200K:
     case FAM_TEKKEN:
     case FAM_KIMI:
+    case FAM_GPT2_DIGITS:
     case FAM_DEEPSEEK_V3: return POINTS_UNLESS_ASCII;
     case FAM_SPACES_REPLACED: return POINTS_BYTES;
     default: return POINTS_ALL;

@@ -331,8 +331,12 @@ static size_t gpt2_match(const Stretch *s, size_t i) {
 /* GPT-2's starts as bit masks (gpu_kernels.piece_starts.gpt2_starts): a run of letters,
  * digits or punctuation starts unless U+0020 precedes it (its prefix); a ' that starts ends
  * its piece after a lower-case contraction, if one follows; a whitespace run [a, b) starts at
- * a and hands b - 1 to what follows when b - 1 > a and the text goes on at b. */
-static size_t gpt2_pieces(const Stretch *s, uint32_t *starts) {
+ * a and hands b - 1 to what follows when b - 1 > a and the text goes on at b.  digits (a
+ * constant; SmolLM2 on an ASCII stretch, whose only \p{N} are 0-9): each digit is split off
+ * first and the pattern runs on the segments between them, so a digit starts, a space is no
+ * digit's prefix, and a segment ends at a digit (\s+(?!\S) holds there). */
+static inline __attribute__((always_inline)) size_t
+gpt2_scan(const Stretch *s, uint32_t *starts, int digits) {
     Masks prev = {0};
     uint64_t held = 0, pending = 0;
     size_t k = 0;
@@ -341,9 +345,11 @@ static size_t gpt2_pieces(const Stretch *s, uint32_t *starts) {
         Masks m = masks_at(c);
         uint64_t space = m.nl | m.sp | m.ws, p_space = prev.nl | prev.sp | prev.ws;
         uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
-        uint64_t first = (m.l & ~BACK1(m.l, prev.l)) | (m.n & ~BACK1(m.n, prev.n)) |
+        uint64_t runs = digits ? 0 : m.n; /* \p{N}+, or no digit in a segment */
+        uint64_t first = (m.l & ~BACK1(m.l, prev.l)) | (runs & ~BACK1(runs, prev.n)) |
                          (punct & ~BACK1(punct, pp));
         uint64_t found = (first & ~BACK1(m.sp, prev.sp)) | pending | (base == 0);
+        if (digits) found |= m.n; /* what follows one opens a run of its own: it starts */
         uint64_t taken = held; /* a contraction's first letter: not a start */
         held = pending = 0;
         for (uint64_t a = found & m.ap; a; a &= a - 1) {
@@ -356,7 +362,8 @@ static size_t gpt2_pieces(const Stretch *s, uint32_t *starts) {
         }
         found &= ~taken;
         uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
-        uint64_t more = (space | m.l | m.n | punct) >> 1 | (uint64_t)(c[64] != 255) << 63;
+        int next_goes_on = c[64] != 255 && !(digits && c[64] == C_N);
+        uint64_t more = (space | m.l | runs | punct) >> 1 | (uint64_t)next_goes_on << 63;
         found |= (space & ~BACK1(space, p_space)) | (last & BACK1(space, p_space) & more);
         prev = m;
         if (s->n - base < 64) found &= ((uint64_t)1 << (s->n - base)) - 1;
@@ -364,6 +371,8 @@ static size_t gpt2_pieces(const Stretch *s, uint32_t *starts) {
     }
     return k;
 }
+
+static size_t gpt2_pieces(const Stretch *s, uint32_t *starts) { return gpt2_scan(s, starts, 0); }
 
 /* o200k's letter classes at u (< n): U = Lu Lt Lm Lo M, W = Ll Lm Lo M; Kimi's (no_han)
  * without \p{Han}, looked up for Lm Lo M alone (char_classes checks no Han character is
@@ -735,7 +744,8 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     switch (family) {
     case FAM_DEEPSEEK_V3: return deepseek_pieces(s, starts);
     case FAM_SPACES_REPLACED: return spaces_replaced_pieces(s, starts);
-    case FAM_GPT2_DIGITS: return gpt2_digits_pieces(s, starts);
+    case FAM_GPT2_DIGITS: /* the masks where the stretch is ASCII (no code points kept) */
+        return s->cp == NULL ? gpt2_scan(s, starts, 1) : gpt2_digits_pieces(s, starts);
     case FAM_CL100K: return cl100k_pieces(s, starts, 3);
     case FAM_QWEN2:
     case FAM_QWEN35: return cl100k_pieces(s, starts, 1); /* its marks classed as letters */
