@@ -33,7 +33,7 @@ typedef struct {
     Py_buffer tables[N_TABLES];
     int held;
     int family;
-    int drops;
+    int drops, keeps_text; /* keeps_text: none of printable ASCII, tab, newline, CR dropped */
     uint8_t dropped[256];
     int32_t *lengths; /* the bytes of each id */
     size_t n_lengths;
@@ -187,6 +187,8 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     }
     e->drops = 0;
     for (int b = 0; b < 256; b++) e->drops |= e->dropped[b] != 0;
+    e->keeps_text = !e->dropped['\t'] && !e->dropped['\n'] && !e->dropped['\r'];
+    for (int b = 0x20; b < 0x7F; b++) e->keeps_text &= !e->dropped[b];
     if (e->family < 0 || e->family >= N_FAMILIES) {
         PyErr_SetString(PyExc_ValueError, "unknown family");
         return -1;
@@ -505,9 +507,10 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
 }
 
 /* Ids of data[a:b], a block of a stretch without added tokens of the text data[0:total],
- * appended at out; their count or -1. */
+ * appended at out (dropped: the model's, or NULL where the text holds none); their count or
+ * -1. */
 static long encode_block(const Encoder *e, const uint8_t *data, size_t total, size_t a,
-                         size_t b, Work *w, int32_t *out) {
+                         size_t b, const uint8_t *dropped, Work *w, int32_t *out) {
     if (block_room(w, b - a) < 0) return -1;
     uint32_t *at;
     int points = points_of(e->family);
@@ -524,8 +527,8 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
                  e->tables[T_NUMERIC].buf, e->tables[T_HAN].buf, n, data + a, at};
     size_t pieces = scan_pieces(e->family, &s, w->starts);
     w->starts[pieces] = (uint32_t)n;
-    return bpe_pieces(&e->model, data + a, total - a, at, w->starts, pieces,
-                      e->drops ? e->dropped : NULL, out, &w->scratch);
+    return bpe_pieces(&e->model, data + a, total - a, at, w->starts, pieces, dropped, out,
+                      &w->scratch);
 }
 
 /* Bytes of a block, at least: its arrays (~10 bytes a byte) stay in L2, where a whole 1M
@@ -553,11 +556,11 @@ static size_t block_end(const Encoder *e, const uint8_t *data, size_t a, size_t 
 /* Ids of data[a:b], a stretch without added tokens of the text data[0:total], block by block,
  * appended at out; their count or -1. */
 static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
-                           size_t b, Work *w, int32_t *out) {
+                           size_t b, const uint8_t *dropped, Work *w, int32_t *out) {
     long count = 0;
     for (size_t stop; a < b; a = stop) {
         stop = block_end(e, data, a, b);
-        long got = encode_block(e, data, total, a, stop, w, out + count);
+        long got = encode_block(e, data, total, a, stop, dropped, w, out + count);
         if (got < 0) return -1;
         count += got;
     }
@@ -580,6 +583,7 @@ static PyObject *block_list(const uint8_t *missing) {
 typedef struct {
     uint8_t missing[SURVEY_BLOCKS];
     int blocked, nfc; /* nfc: 1 a character NFC_UNKNOWN, -1 out of memory */
+    int drops;        /* the text holds a byte the model drops */
     NfcWindows windows;
     Work *work;
     int32_t *ids, *ends; /* in the result's bytes (Encoder_encode) */
@@ -600,7 +604,9 @@ static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const 
             count = -2;
             break;
         }
-        long got = stop > at ? encode_stretch(e, data, n, at, stop, w, r->ids + count) : 0;
+        const uint8_t *dropped = r->drops ? e->dropped : NULL;
+        long got = stop > at ? encode_stretch(e, data, n, at, stop, dropped, w, r->ids + count)
+                             : 0;
         if (got < 0) {
             count = -1;
             break;
@@ -612,6 +618,31 @@ static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const 
         }
     }
     r->count = count;
+}
+
+/* Whether data[0:n] holds a byte the model drops (SmolLM2: six controls and lead bytes that
+ * are rare or never UTF-8): where it holds none, its pieces go through the piece caches and
+ * its ends are summed here, as for a model that drops nothing.  16 at a time where all are
+ * printable ASCII, tab, newline or CR and the model keeps those. */
+static int any_dropped(const Encoder *e, const uint8_t *data, size_t n) {
+    size_t i = 0;
+#if defined(__SSE2__)
+    const __m128i low = _mm_set1_epi8(0x1F), del = _mm_set1_epi8(0x7F);
+    const __m128i tab = _mm_set1_epi8('\t'), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+    for (; e->keeps_text && i + 16 <= n; i += 16) { /* signed: bytes over 0x7F are below 0x1F */
+        __m128i v = _mm_loadu_si128((const __m128i *)(data + i));
+        __m128i kept = _mm_and_si128(_mm_cmpgt_epi8(v, low), _mm_cmplt_epi8(v, del));
+        kept = _mm_or_si128(kept, _mm_or_si128(_mm_cmpeq_epi8(v, tab),
+                                               _mm_or_si128(_mm_cmpeq_epi8(v, nl),
+                                                            _mm_cmpeq_epi8(v, cr))));
+        if (_mm_movemask_epi8(kept) != 0xFFFF)
+            for (size_t k = i; k < i + 16; k++)
+                if (e->dropped[data[k]]) return 1;
+    }
+#endif
+    for (; i < n; i++)
+        if (e->dropped[data[i]]) return 1;
+    return 0;
 }
 
 /* The survey, the merges and the ends of one text, without the GIL. */
@@ -631,8 +662,9 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
         r->count = -1;
         return;
     }
+    r->drops = e->drops && any_dropped(e, data, n);
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
-    if (r->count < 0 || e->drops) return;
+    if (r->count < 0 || r->drops) return;
     r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->n_lengths, e->longest, n,
                                moves, n_moves, r->ends);
 }
@@ -656,8 +688,8 @@ static PyObject *encoded_result(const Encoder *e, const Encoded *r, PyObject *id
                                 PyObject *ends) {
     PyObject *result = encode_obstacle(r);
     if (result == NULL && !PyErr_Occurred()) {
-        if (e->drops || r->ends_code)
-            Py_XSETREF(ends, PyLong_FromLong(e->drops ? 0 : r->ends_code));
+        if (r->drops || r->ends_code)
+            Py_XSETREF(ends, PyLong_FromLong(r->drops ? 0 : r->ends_code));
         else
             _PyBytes_Resize(&ends, r->count * 4); /* NULL when it fails */
         if (ends != NULL && _PyBytes_Resize(&ids, r->count * 4) == 0)
@@ -682,9 +714,9 @@ static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
         (size_t)moves.len != 24 * n_moves || n >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "spans, ids, moves or text of the wrong size");
     } else if ((ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((n + 1 + IDS_PAD) * 4))) &&
-               (e->drops || (ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n + 1) * 4)))) {
+               (ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n + 1) * 4))) {
         Encoded r = {.ids = (int32_t *)PyBytes_AS_STRING(ids),
-                     .ends = ends ? (int32_t *)PyBytes_AS_STRING(ends) : NULL};
+                     .ends = (int32_t *)PyBytes_AS_STRING(ends)};
         Py_BEGIN_ALLOW_THREADS
         encode_text(e, text.buf, n, begin.buf, end.buf, added.buf, spans, check_nfc, moves.buf,
                     n_moves, &r);
