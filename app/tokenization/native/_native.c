@@ -596,6 +596,7 @@ typedef struct {
 static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const int64_t *sb,
                          const int64_t *se, const int32_t *ids, size_t spans, Work *w,
                          Encoded *r) {
+    const uint8_t *dropped = r->drops ? e->dropped : NULL;
     long count = 0;
     size_t at = 0;
     for (size_t k = 0; k <= spans; k++) {
@@ -604,7 +605,6 @@ static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const 
             count = -2;
             break;
         }
-        const uint8_t *dropped = r->drops ? e->dropped : NULL;
         long got = stop > at ? encode_stretch(e, data, n, at, stop, dropped, w, r->ids + count)
                              : 0;
         if (got < 0) {
@@ -814,7 +814,8 @@ static int AddedTokens_init(AddedTokens *a, PyObject *args, PyObject *kwds) {
     t->token = a->token;
     for (int32_t e = a->edge_start[0]; e < a->edge_start[1]; e++) {
 #if defined(__SSE2__)
-        if (t->n_leads < ADDED_SIMD_LEADS) t->lead16[t->n_leads] = _mm_set1_epi8((char)a->edge_byte[e]);
+        if (t->n_leads < ADDED_SIMD_LEADS)
+            t->lead16[t->n_leads] = _mm_set1_epi8((char)a->edge_byte[e]);
 #endif
         t->leads[t->n_leads++] = a->edge_byte[e];
         t->is_lead[a->edge_byte[e]] = 1;

@@ -45,7 +45,8 @@ static size_t next_lead(const AddedTrie *t, const uint8_t *data, size_t at, size
         const __m128i *lead = t->lead16;
         for (; at + 16 <= n; at += 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)(data + at)), hit = _mm_setzero_si128();
-            for (int k = 0; k < t->n_leads; k++) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, lead[k]));
+            for (int k = 0; k < t->n_leads; k++)
+                hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, lead[k]));
             int found = _mm_movemask_epi8(hit);
             if (found) return at + (size_t)__builtin_ctz((unsigned)found);
         }

@@ -425,7 +425,7 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
         n = n <= ARRAY_MAX ? merge_in_arrays(m, out, n, w) : merge_with_heap(m, out, n, w);
     }
     if (e != NULL && n <= CACHE_IDS) {
-        if (e->len) *partner(caches->entries, e) = *e; /* put out to its partner, where it is found again */
+        if (e->len) *partner(caches->entries, e) = *e; /* found there again */
         memcpy(e->key, key, sizeof(key));
         e->owner = m->owner;
         e->len = (uint8_t)len;

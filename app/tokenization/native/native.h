@@ -22,9 +22,10 @@ enum {
  * their class codes (classes[cp]; cls readable RUN_PAD bytes past n, 64 at a time); folds,
  * kinds, numeric and han are looked up through the tables.  The cl100k family's and GPT-2's
  * scanners read classes alone but for the rare contraction, and o200k's, Tekken's, Kimi's,
- * SmolLM2's and DeepSeek-V3's read an ASCII block's bytes: cp is NULL for the first two always and for the
- * others where the stretch is all ASCII (not written: most of the decode's stores), a code
- * point then decoded from the stretch's bytes, character i at at[i] (at NULL: at i). */
+ * SmolLM2's and DeepSeek-V3's read an ASCII block's bytes: cp is NULL for the first two
+ * always and for the others where the stretch is all ASCII (not written: most of the decode's
+ * stores), a code point then decoded from the stretch's bytes, character i at at[i] (at NULL:
+ * at i).  Gemma's reads bytes alone (POINTS_BYTES). */
 #define RUN_PAD 65
 typedef struct {
     const uint32_t *cp;

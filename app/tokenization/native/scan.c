@@ -727,7 +727,8 @@ static size_t spaces_replaced_pieces(const Stretch *s, uint32_t *starts) {
 #endif
     for (; i < s->n; i++) {
         uint8_t before = p[i - 1];
-        if (p[i] == ' ' && before > ' ' && before < 0x7F && before != '>') starts[k++] = (uint32_t)i;
+        if (p[i] == ' ' && before > ' ' && before < 0x7F && before != '>')
+            starts[k++] = (uint32_t)i;
     }
     return k;
 }
