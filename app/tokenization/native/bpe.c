@@ -440,8 +440,14 @@ static long bpe_piece(const Model *m, const uint8_t *piece, size_t len, int32_t 
 /* By the key alone (pieces that differ in length but not in key end in zero bytes: rare),
  * a multiply's high bits, which all of the bits of the first word and the second word turned
  * reach (pieces of up to 8 bytes, most of them, have no second word). */
+static inline uint64_t compact_hash_by(uint64_t key0, uint64_t key1, uint64_t multiplier) {
+    return (key0 ^ (key1 << 29 | key1 >> 35)) * multiplier;
+}
+
+#define HASH_MULTIPLIER 0x9E3779B97F4A7C15ull
+
 static inline uint64_t compact_hash(const uint64_t *key) {
-    return (key[0] ^ (key[1] << 29 | key[1] >> 35)) * 0x9E3779B97F4A7C15ull;
+    return compact_hash_by(key[0], key[1], HASH_MULTIPLIER);
 }
 
 static inline Compact *compact_slot(Compact *table, const uint64_t *key) {
@@ -464,22 +470,22 @@ static inline uint64_t loaded_word(const uint8_t *piece, size_t len, size_t limi
 }
 
 /* The masks of a piece's first and second words by its length, so that its key is read
- * without a branch on the length where 16 bytes are readable. */
+ * without a branch on the length where 16 bytes are readable: two rows, each indexed by the
+ * length scaled by 8 from one base (no multiply and one register in the loop of hits). */
 #define LOW(n) ((n) >= 8 ? ~0ull : ((1ull << (8 * (n))) - 1))
 #define HIGH(n) ((n) <= 8 ? 0ull : LOW((n) - 8))
-#define MASKS(n) {LOW(n), HIGH(n)}
-static const uint64_t key_masks[COMPACT_LEN + 1][2] = {
-    MASKS(0),  MASKS(1),  MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),
-    MASKS(6),  MASKS(7),  MASKS(8),  MASKS(9),  MASKS(10), MASKS(11),
-    MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16)};
+#define BY_LENGTH(F)                                                                           \
+    {F(0), F(1), F(2),  F(3),  F(4),  F(5),  F(6),  F(7), F(8),                                  \
+     F(9), F(10), F(11), F(12), F(13), F(14), F(15), F(16)}
+static const uint64_t key_masks[2][COMPACT_LEN + 1] = {BY_LENGTH(LOW), BY_LENGTH(HIGH)};
 
 /* The key of a piece of up to COMPACT_LEN bytes: its bytes zero-padded to two words; limit:
  * the bytes readable from it, at least 16 (no branch on the length) in the loop of hits. */
 static inline void compact_key(uint64_t *key, const uint8_t *piece, size_t len, size_t limit) {
     if (limit >= 16) {
         memcpy(key, piece, 16);
-        key[0] &= key_masks[len][0];
-        key[1] &= key_masks[len][1];
+        key[0] &= key_masks[0][len];
+        key[1] &= key_masks[1][len];
     } else {
         key[0] = loaded_word(piece, len < 8 ? len : 8, limit);
         key[1] = len > 8 ? loaded_word(piece + 8, len - 8, limit - 8) : 0;
@@ -562,45 +568,44 @@ static inline size_t keys_read_whole(const uint32_t *at, const uint32_t *starts,
     return lo;
 }
 
-/* Where a loop of hits stopped: at the piece that ends at *s and begins at begin (end and len
- * its end and length, and where len <= COMPACT_LEN e its entry and key its key), which is not
- * a hit of ids in the entry, or past the last piece it was to look at; o: where its ids go. */
+/* Where a loop of hits stopped: at the piece that ends at *s (and begins at s[-1]), which
+ * is not a hit of ids in its entry, or past the last piece it was to look at; o: where its
+ * ids go. */
 typedef struct {
     const uint32_t *s;
-    size_t begin, end, len;
     int32_t *o;
-    Compact *e;
-    uint64_t key[2];
 } Hits;
 
 /* The hits of the compact table of ids in the entry, from the piece that ends at h->s on,
  * up to the one that ends at stop (all of which begin 16 bytes or more before the text's end:
  * their keys are read in two words).  Run out of line (ascii_hits, offset_hits), with nothing
- * else in the function, so that its values stay in registers (spilled, they were reloaded on
- * every piece); inlined once with at NULL, so that an ASCII stretch's offsets are read
- * without the indirection. */
+ * else in the function and nothing carried out of the loop but s and o, so that its values
+ * stay in registers (spilled, they were reloaded on every piece); inlined once with at NULL,
+ * so that an ASCII stretch's offsets are read without the indirection. */
 static inline __attribute__((always_inline)) void
 compact_hits(Compact *table, const uint8_t *data, const uint32_t *at, const uint32_t *stop,
              uint32_t owner, Hits *h) {
     const uint32_t *s = h->s;
-    size_t begin = h->begin, end = 0, len = 0;
     int32_t *o = h->o;
-    uint64_t key[2] = {0, 0};
-    Compact *e = NULL;
-    for (; s <= stop; s++, begin = end) {
-        end = at ? at[*s] : *s;
-        len = end - begin;
+    uint64_t multiplier = HASH_MULTIPLIER;
+    __asm__("" : "+r"(multiplier)); /* kept in a register, not loaded again on every piece */
+    for (; s <= stop; s++) {
+        uint32_t begin = at ? at[s[-1]] : s[-1]; /* read again: a register less to carry */
+        uint32_t len = (at ? at[*s] : *s) - begin;
         if (len > COMPACT_LEN) break;
+        uint32_t want = owner + (len << TAG_LEN); /* the tag less its count */
+        uint64_t key[2];
         compact_key(key, data + begin, len, 16);
-        e = compact_slot(table, key);
-        uint32_t tag = e->tag; /* read once: the copy's store might alias it */
-        uint32_t count = tag & ((1u << TAG_LEN) - 1);
-        if (!compact_holds(e, tag, key, owner | (uint32_t)len) || count == 0) break;
+        Compact *e = &table[compact_hash_by(key[0], key[1], multiplier) >> (64 - COMPACT_BITS)];
+        /* the count less one, where owner and length are the piece's and the count is not 0
+         * (many ids): the tag less want is 1 to COMPACT_IDS only then */
+        uint32_t more = e->tag - want - 1;
+        if (more > COMPACT_IDS - 1 || ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]))) break;
         /* all three ids and the tag, whatever the count */
         memcpy(o, (const uint8_t *)e + offsetof(Compact, ids), COMPACT_COPY);
-        o += count;
+        o += more + 1;
     }
-    *h = (Hits){s, begin, end, len, o, e, {key[0], key[1]}};
+    *h = (Hits){s, o};
 }
 
 static __attribute__((noinline)) void ascii_hits(Compact *table, const uint8_t *data,
@@ -623,41 +628,38 @@ static long cached_pieces(const Model *m, const uint8_t *data, size_t limit, con
     const uint32_t owner = m->owner << (TAG_OWNER - TAG_LEN);
     const uint32_t *last = starts + pieces;
     /* The pieces that end at s <= whole begin 16 bytes or more before the end: their keys
-     * are read in two words (the others' as a miss's, byte by byte). */
+     * are read in two words (the others' byte by byte, here). */
     const uint32_t *whole = starts + keys_read_whole(at, starts, pieces, limit);
     if (whole > last) whole = last;
-    Hits h = {starts + 1, at ? at[starts[0]] : starts[0], 0, 0, out, NULL, {0, 0}};
-    while (h.s <= last) {
+    Hits h = {starts + 1, out};
+    for (;; h.s++) {
         if (at)
-            offset_hits(caches->compact, data, at, whole, owner, &h);
+            offset_hits(caches->compact, data, at, whole, owner << TAG_LEN, &h);
         else
-            ascii_hits(caches->compact, data, whole, owner, &h);
+            ascii_hits(caches->compact, data, whole, owner << TAG_LEN, &h);
         if (h.s > last) break;
-        if (h.s > whole) { /* the text's last bytes: as a miss */
-            h.end = at ? at[*h.s] : *h.s;
-            h.len = h.end - h.begin;
-            if (h.len <= COMPACT_LEN) {
-                compact_key(h.key, data + h.begin, h.len, limit - h.begin);
-                h.e = compact_slot(caches->compact, h.key);
+        size_t begin = at ? at[h.s[-1]] : h.s[-1];
+        size_t len = (at ? at[*h.s] : *h.s) - begin;
+        const uint8_t *piece = data + begin;
+        long got;
+        if (len <= COMPACT_LEN) {
+            uint64_t key[2];
+            compact_key(key, piece, len, limit - begin);
+            Compact *e = compact_slot(caches->compact, key);
+            uint32_t tag = e->tag, count = tag & ((1u << TAG_LEN) - 1);
+            if (compact_holds(e, tag, key, owner | (uint32_t)len) && count) {
+                memcpy(h.o, e->ids, count * sizeof(int32_t)); /* a hit past whole */
+                got = count;
+            } else if (compact_holds(e, tag, key, owner | (uint32_t)len) &&
+                       (got = many_ids(&caches->many, e, h.o)) > 0) { /* 0: an earlier round */
+            } else {
+                got = compact_miss(m, e, key[0], key[1], piece, len, h.o, w);
             }
-        } else if (h.len <= COMPACT_LEN &&
-                   compact_holds(h.e, h.e->tag, h.key, owner | (uint32_t)h.len)) {
-            uint32_t count = many_ids(&caches->many, h.e, h.o); /* 0: of an earlier round */
-            if (count) {
-                h.o += count;
-                h.begin = h.end;
-                h.s++;
-                continue;
-            }
+        } else {
+            got = bpe_piece(m, piece, len, h.o, w);
         }
-        const uint8_t *piece = data + h.begin;
-        long got = h.len <= COMPACT_LEN
-                       ? compact_miss(m, h.e, h.key[0], h.key[1], piece, h.len, h.o, w)
-                       : bpe_piece(m, piece, h.len, h.o, w);
         if (got < 0) return -1;
         h.o += got;
-        h.begin = h.end;
-        h.s++;
     }
     return h.o - out;
 }
