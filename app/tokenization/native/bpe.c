@@ -56,8 +56,9 @@ static int32_t whole_word(const Model *m, const uint8_t *piece, size_t len) {
  * run of them beside it, the entries it put out in a smaller one looked up on its misses;
  * short pieces (up to 24 bytes, up to 8 ids) in a two-way table of one-line entries; all
  * keyed by the zero-padded bytes; longer ones, and short ones of more ids, in a table of
- * (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole when full.  Each is looked up by the piece's bytes and the model's owner tag, so a hit
- * gives what the merge gave for the same bytes. */
+ * (hash, arena offset) whose arena holds the piece's bytes and ids, emptied whole when full.
+ * Each is looked up by the piece's bytes and the model's owner tag, so a hit gives what the
+ * merge gave for the same bytes. */
 
 #define COMPACT_BITS 16
 #define COMPACT_LEN 16
