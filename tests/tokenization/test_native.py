@@ -616,17 +616,23 @@ def test_stretches_cut_into_blocks_of_a_few_bytes() -> None:
     _rerun_differential_tests("TOKSPLICE_NATIVE_BLOCK", "8", "BLOCK_BYTES", "8")
 
 
-def _rerun_differential_tests(variable: str, value: str, constant: str, says: str) -> None:
-    """This module's differential tests in a child with ``variable=value``, whose native
-    module's ``constant`` reads ``says``."""
+def _rerun_differential_tests(
+    variable: str,
+    value: str,
+    constant: str,
+    says: str,
+    module: str = __file__,
+    selected: str = "adversarial_text or agent_transcripts or real_files or long_repeated_piece",
+) -> None:
+    """``module``'s differential tests (``selected``) in a child with ``variable=value``, whose
+    native module's ``constant`` reads ``says``."""
     env = {**os.environ, variable: value}
     flag = f"import app.tokenization.native._native as m; print(m.{constant})"
     seen = subprocess.run([sys.executable, "-c", flag], env=env, cwd=REPO_ROOT,
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert seen.stdout.strip() == says
-    selected = "adversarial_text or agent_transcripts or real_files or long_repeated_piece"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", __file__,
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", module,
          "-k", selected],
         env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip

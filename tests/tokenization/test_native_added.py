@@ -1,6 +1,7 @@
 """The added-token search in C equals the reference's split and the Python search: random
-token sets that overlap and run into each other (few leads: memchr; many: the lead table),
-multi-byte tokens, and every covered vocabulary's own added tokens in adversarial text."""
+token sets that overlap and run into each other (few leads: a compare per lead, 64 bytes at a
+time; many: the lead table), across the 64-byte edges, multi-byte tokens, and every covered
+vocabulary's own added tokens in adversarial text; again with the 16-byte compares."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from gpu_kernels.payload import Found, SpansWithIds
 from tests.adversarial import texts
 from tests.gpu_kernels.conftest import differential
 from tests.gpu_kernels.test_added_split import hf_spans
-from tests.tokenization.test_native import NATIVE_FAMILIES
+from tests.tokenization.test_native import NATIVE_FAMILIES, _rerun_differential_tests
 
 _FEW = "ab<|é"
 _MANY = "abcdefgh<|é\U0001f600"
-"""Alphabets of the tokens and the text: 3-5 leads (memchr), or up to 10 (the lead table)."""
+"""Alphabets of the tokens and the text: 3-5 leads (compares), or up to 10 (the lead table)."""
 
 
 def _spans(found: Found) -> list[tuple[int, int, int]]:
@@ -40,7 +41,8 @@ def _token_sets(alphabet: str) -> st.SearchStrategy[list[str]]:
 def test_random_token_sets_split_as_the_reference_does(alphabet: str, data: st.DataObject) -> None:
     tokens = data.draw(_token_sets(alphabet))
     parts = st.one_of(st.sampled_from(tokens), st.text(alphabet=alphabet, max_size=3))
-    text = "".join(data.draw(st.lists(parts, max_size=12)))
+    # a run first, so that the tokens after it straddle the 64-byte edges at random
+    text = "x" * data.draw(st.integers(0, 140)) + "".join(data.draw(st.lists(parts, max_size=40)))
     table = {t.encode(): k + 7 for k, t in enumerate(tokens)}
     utf8 = text.encode()
     found = _spans(NativeAddedSpans(table)(utf8))
@@ -105,3 +107,17 @@ def test_inconsistent_arrays_are_refused() -> None:
     with pytest.raises(ValueError, match="trie"):  # edges past the last node's
         AddedTokens(np.asarray([0, 2, 1], np.int32), np.asarray([60, 61], np.uint8),
                     np.asarray([1, 1], np.int32), np.asarray([-1, 5], np.int32))  # fmt: skip
+
+
+def test_the_16_byte_compares_where_the_cpu_has_the_wide_ones() -> None:
+    """Where the CPU has AVX-512, the leads of 64 bytes are found by one compare each and the
+    SSE2 compares never run in this process: this module's differential tests run again in a
+    child with AVX-512 turned off (``TOKSPLICE_NATIVE_SCALAR=1``)."""
+    _rerun_differential_tests(
+        "TOKSPLICE_NATIVE_SCALAR",
+        "1",
+        "WIDE_ASCII",
+        "0",
+        module=__file__,
+        selected="split or tokens or dense",
+    )

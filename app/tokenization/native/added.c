@@ -3,8 +3,8 @@
  * The trie comes built (added_tokens.py): node k's edges are edge_byte/edge_child
  * [edge_start[k], edge_start[k + 1]), sorted by byte; token[k] is the id of the token ending at
  * node k, or -1.  Node 0 is the root.  A match can begin only at a byte the root has an edge
- * for (a lead): with few leads they are found with memchr, with up to ADDED_SIMD_LEADS by a
- * compare per lead of 16 bytes at a time (Gemma's five: '<', newline, tab, '|' and U+2581's
+ * for (a lead): the leads of 64 bytes at a time are found as a mask (leads64), with up to
+ * ADDED_SIMD_LEADS by a compare per lead (Gemma's five: '<', newline, tab, '|' and U+2581's
  * first byte, which a byte at a time took a tenth of an encode of source code), else by a
  * table of them.
  */
@@ -25,35 +25,47 @@ static inline int32_t child_of(const AddedTrie *t, int32_t node, uint8_t b) {
     return -1;
 }
 
-/* The next position >= at where a lead byte stands, or n.  With few leads, memchr finds
- * each lead's next occurrence, kept in next_at (so each lead's bytes are scanned once). */
-static size_t next_lead(const AddedTrie *t, const uint8_t *data, size_t at, size_t n,
-                        size_t *next_at) {
-    if (t->n_leads <= ADDED_MEMCHR_LEADS) {
-        size_t best = n;
-        for (int k = 0; k < t->n_leads; k++) {
-            if (next_at[k] < at) {
-                const uint8_t *hit = memchr(data + at, t->leads[k], n - at);
-                next_at[k] = hit != NULL ? (size_t)(hit - data) : n;
-            }
-            if (next_at[k] < best) best = next_at[k];
-        }
-        return best;
-    }
-#if defined(__SSE2__)
-    if (t->n_leads <= ADDED_SIMD_LEADS) {
-        const __m128i *lead = t->lead16;
-        for (; at + 16 <= n; at += 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(data + at)), hit = _mm_setzero_si128();
-            for (int k = 0; k < t->n_leads; k++)
-                hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, lead[k]));
-            int found = _mm_movemask_epi8(hit);
-            if (found) return at + (size_t)__builtin_ctz((unsigned)found);
-        }
-    }
+#ifdef WIDE_ASCII
+#include <immintrin.h>
+
+/* leads64's compares with AVX-512 (inlined in find_spans_wide alone). */
+__attribute__((target("avx512f,avx512bw"))) static inline uint64_t
+leads_wide(const AddedTrie *t, const uint8_t *p) {
+    __m512i v = _mm512_loadu_si512(p);
+    uint64_t found = 0;
+    for (int k = 0; k < t->n_leads; k++)
+        found |= _mm512_cmpeq_epi8_mask(v, _mm512_broadcast_i32x4(t->lead16[k]));
+    return found;
+}
 #endif
-    while (at < n && !t->is_lead[data[at]]) at++;
-    return at;
+
+/* Bit j for each byte data[at + j] (j < 64, at + j < n) that a token can begin with: with up
+ * to ADDED_SIMD_LEADS leads, a compare per lead of 64 bytes (wide: AVX-512) or 16 at a time,
+ * else by the table of them.  A mask, not a search per lead: Tekken's '[' and '<' stand every
+ * ~500 bytes of source code, and a memchr from each one to the next was 3% of its encode. */
+static inline __attribute__((always_inline)) uint64_t
+leads64(const AddedTrie *t, const uint8_t *data, size_t at, size_t n, int wide) {
+    uint64_t found = 0;
+    if (t->n_leads <= ADDED_SIMD_LEADS && at + 64 <= n) {
+#ifdef WIDE_ASCII
+        if (wide) return leads_wide(t, data + at);
+#else
+        (void)wide;
+#endif
+#if defined(__SSE2__)
+        for (int q = 0; q < 4; q++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(data + at + 16 * q));
+            __m128i hit = _mm_setzero_si128();
+            for (int k = 0; k < t->n_leads; k++)
+                hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, t->lead16[k]));
+            found |= (uint64_t)(uint16_t)_mm_movemask_epi8(hit) << (16 * q);
+        }
+        return found;
+#endif
+    }
+    size_t stop = at + 64 < n ? at + 64 : n;
+    for (size_t i = at; i < stop; i++) found |= (uint64_t)t->is_lead[data[i]] << (i - at);
+    return found;
 }
 
 static int push(AddedSpans *s, int64_t begin, int64_t end, int32_t id) {
@@ -76,13 +88,18 @@ static int push(AddedSpans *s, int64_t begin, int64_t end, int32_t id) {
     return 0;
 }
 
-int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out) {
-    size_t at = 0, next_at[ADDED_MEMCHR_LEADS];
-    for (int k = 0; k < t->n_leads && k < ADDED_MEMCHR_LEADS; k++) {
-        const uint8_t *hit = n ? memchr(data, t->leads[k], n) : NULL;
-        next_at[k] = hit != NULL ? (size_t)(hit - data) : n;
-    }
-    while ((at = next_lead(t, data, at, n, next_at)) < n) {
+/* added_find, inlined once with wide set (in a function built for AVX-512) and once not. */
+static inline __attribute__((always_inline)) int
+find_spans(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out, int wide) {
+    size_t base = 0; /* the leads of data[base:base + 64] not yet looked at are in found */
+    uint64_t found = n ? leads64(t, data, 0, n, wide) : 0;
+    while (base < n) {
+        if (!found) {
+            base += 64;
+            found = base < n ? leads64(t, data, base, n, wide) : 0;
+            continue;
+        }
+        size_t at = base + (size_t)__builtin_ctzll(found);
         int32_t node = 0, id = -1;
         size_t stop = at;
         for (size_t i = at; i < n && (node = child_of(t, node, data[i])) >= 0; i++) {
@@ -92,11 +109,26 @@ int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *ou
             }
         }
         if (id < 0) {
-            at++;
+            found &= found - 1;
             continue;
         }
         if (push(out, (int64_t)at, (int64_t)stop, id) < 0) return -1;
-        at = stop;
+        base = stop; /* the next match begins past this one */
+        found = base < n ? leads64(t, data, base, n, wide) : 0;
     }
     return 0;
+}
+
+#ifdef WIDE_ASCII
+__attribute__((target("avx512f,avx512bw"), noinline)) static int
+find_spans_wide(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out) {
+    return find_spans(t, data, n, out, 1);
+}
+#endif
+
+int added_find(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out) {
+#ifdef WIDE_ASCII
+    if (wide_ascii) return find_spans_wide(t, data, n, out);
+#endif
+    return find_spans(t, data, n, out, 0);
 }

@@ -87,7 +87,6 @@ void scratch_free(Scratch *w);
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
 /* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */
-#define ADDED_MEMCHR_LEADS 4
 #define ADDED_SIMD_LEADS 8
 typedef struct {
     const int32_t *edge_start; /* n_nodes + 1 */
