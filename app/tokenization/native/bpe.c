@@ -93,8 +93,9 @@ _Static_assert(COMPACT_IDS < 1 << TAG_LEN, "a piece's count fits its field");
 #define MANY_IDS ((size_t)1 << 14)
 typedef struct {
     uint32_t used, round;
-    int32_t ids[MANY_IDS];
+    int32_t ids[MANY_IDS + COMPACT_LEN]; /* an entry's ids are read as COMPACT_LEN */
 } Many;
+_Static_assert(COMPACT_LEN <= 1 + IDS_PAD, "a piece's COMPACT_LEN ids fit out's room past it");
 
 #define CACHE_BITS 16
 #define CACHE_WORDS 3 /* pieces of up to 24 bytes, zero-padded */
@@ -125,6 +126,12 @@ typedef struct {
     size_t used, filled; /* arena bytes, slots taken */
     _Alignas(8) uint8_t arena[LONG_ARENA];
 } Caches;
+
+/* The run of many ids of the caches whose compact table is table. */
+static inline const Many *many_of(const Compact *table) {
+    return (const Many *)((const uint8_t *)table - offsetof(Caches, compact) +
+                          offsetof(Caches, many));
+}
 
 /* The caches live in huge pages where the kernel gives them (THP on request): their lookups
  * land anywhere in 8 MB, and after other work on the core the first lookup in each 4 KiB page
@@ -501,28 +508,26 @@ static inline int compact_holds(const Compact *e, uint32_t tag, const uint64_t *
     return ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]) | ((tag >> TAG_LEN) ^ want)) == 0;
 }
 
-/* The ids of e, an entry of many ids, into out, four at a time (out has room for three more
- * past a piece's bytes, and a piece has no fewer bytes than ids); their count, or 0 where e is
- * of an earlier round. */
+/* The ids of e, an entry of many ids, into out, COMPACT_LEN of them whatever the count (no
+ * branch on it: GPT-2's counts, 4 to 16, took turns; out has room for them); their count, or 0
+ * where e is of an earlier round. */
 static inline uint32_t many_ids(const Many *many, const Compact *e, int32_t *out) {
     if ((uint32_t)e->ids[2] != many->round) return 0;
-    uint32_t at = (uint32_t)e->ids[0], count = (uint32_t)e->ids[1];
-    for (uint32_t i = 0; i < count; i += 4) memcpy(out + i, many->ids + at + i, 16);
-    return count;
+    memcpy(out, many->ids + (uint32_t)e->ids[0], COMPACT_LEN * sizeof(int32_t));
+    return (uint32_t)e->ids[1];
 }
 
 /* e as the entry of a piece of count ids (more than COMPACT_IDS), kept in the run of many. */
 static void many_keep(Many *many, Compact *e, uint64_t key0, uint64_t key1, uint32_t want,
                       const int32_t *ids, long count) {
-    uint32_t room = ((uint32_t)count + 3) & ~3u; /* read four at a time */
-    if (many->used + room > MANY_IDS) {
+    if (many->used + (size_t)count > MANY_IDS) {
         many->used = 0;
         many->round++;
     }
     memcpy(many->ids + many->used, ids, (size_t)count * sizeof(int32_t));
     *e = (Compact){{key0, key1}, {(int32_t)many->used, (int32_t)count, (int32_t)many->round},
                    want << TAG_LEN};
-    many->used += room;
+    many->used += (uint32_t)count;
 }
 
 /* The ids of a piece that missed the compact table (from the spares, or merged, or from the
@@ -602,7 +607,15 @@ compact_hits(Compact *table, const uint8_t *data, const uint32_t *at, const uint
         /* the count less one, where owner and length are the piece's and the count is not 0
          * (many ids): the tag less want is 1 to COMPACT_IDS only then */
         uint32_t more = e->tag - want - 1;
-        if (more > COMPACT_IDS - 1 || ((e->key[0] ^ key[0]) | (e->key[1] ^ key[1]))) break;
+        if (((e->key[0] ^ key[0]) | (e->key[1] ^ key[1])) != 0) break;
+        if (__builtin_expect(more > COMPACT_IDS - 1, 0)) {
+            /* the piece's, of many ids (GPT-2's newline and indentation: a tenth of its
+             * pieces, a third of its ids): from the run of them, which follows the tables */
+            uint32_t count;
+            if (e->tag != want || !(count = many_ids(many_of(table), e, o))) break;
+            o += count;
+            continue;
+        }
         /* all three ids and the tag, whatever the count */
         memcpy(o, (const uint8_t *)e + offsetof(Compact, ids), COMPACT_COPY);
         o += more + 1;

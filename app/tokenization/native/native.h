@@ -74,7 +74,7 @@ typedef struct {
  * limit: the bytes readable from data; dropped: NULL, or the 256 flags of the bytes taken out
  * of every piece (the parts between them merged alone).  Their count, or -1 when out of
  * memory. */
-#define IDS_PAD 6
+#define IDS_PAD 15
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
                 const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
                 Scratch *w);
