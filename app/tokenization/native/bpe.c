@@ -662,14 +662,13 @@ static long cached_pieces(const Model *m, const uint8_t *data, size_t limit, con
             compact_key(key, piece, len, limit - begin);
             Compact *e = compact_slot(caches->compact, key);
             uint32_t tag = e->tag, count = tag & ((1u << TAG_LEN) - 1);
-            if (compact_holds(e, tag, key, owner | (uint32_t)len) && count) {
-                memcpy(h.o, e->ids, count * sizeof(int32_t)); /* a hit past whole */
-                got = count;
-            } else if (compact_holds(e, tag, key, owner | (uint32_t)len) &&
-                       (got = many_ids(&caches->many, e, h.o)) > 0) { /* 0: an earlier round */
-            } else {
-                got = compact_miss(m, e, key[0], key[1], piece, len, h.o, w);
+            got = 0;
+            if (compact_holds(e, tag, key, owner | (uint32_t)len)) { /* past whole, or many */
+                if (count)
+                    memcpy(h.o, e->ids, count * sizeof(int32_t));
+                got = count ? count : many_ids(&caches->many, e, h.o); /* 0: an earlier round */
             }
+            if (!got) got = compact_miss(m, e, key[0], key[1], piece, len, h.o, w);
         } else {
             got = bpe_piece(m, piece, len, h.o, w);
         }
