@@ -817,7 +817,7 @@ static int AddedTokens_init(AddedTokens *a, PyObject *args, PyObject *kwds) {
         if (t->n_leads < ADDED_SIMD_LEADS)
             t->lead16[t->n_leads] = _mm_set1_epi8((char)a->edge_byte[e]);
 #endif
-        t->leads[t->n_leads++] = a->edge_byte[e];
+        t->n_leads++;
         t->is_lead[a->edge_byte[e]] = 1;
     }
     return 0;

@@ -93,7 +93,6 @@ typedef struct {
     const uint8_t *edge_byte;
     const int32_t *edge_child;
     const int32_t *token; /* per node: the id of the token ending there, or -1 */
-    uint8_t leads[256];
     uint8_t is_lead[256];
     int n_leads;
 #if defined(__SSE2__)
