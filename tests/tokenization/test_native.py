@@ -416,7 +416,7 @@ def test_token_ends_move_back_by_what_the_windows_before_them_gained(
 _MISCOUNTS: dict[str, Callable[[IdArray, int], IdArray]] = {
     "one longer": lambda lengths, e: _changed(lengths, e, lengths[e] + 1),
     "one empty": lambda lengths, e: _changed(lengths, e, 0),
-    "one too long to sum 16 at a time": lambda lengths, e: _changed(lengths, e, 1 << 26),
+    "one too long for the byte table": lambda lengths, e: _changed(lengths, e, 1 << 26),
     "one negative": lambda lengths, e: _changed(lengths, e, -1),
     "cut before it": lambda lengths, e: lengths[:e],
 }
@@ -449,10 +449,11 @@ def _miscounting(reference: Callable[[str], Tokenizer], miscount: str) -> Native
 def test_token_ends_are_the_sums_of_the_lengths_or_do_not_add_up(
     text: str, e_at: int | None, miscount: str, reference: Callable[[str], Tokenizer]
 ) -> None:
-    """The C part's ends are the running sums of its length table, 16 ids at a time or one by
-    one, and code 1 where an id is past the table or the sums miss the text's size (a length
-    table that does not fit the vocabulary: never expected, counted as declined).  The token
-    "e" whose length is wrong is in the text or not (``e_at``)."""
+    """The C part's ends are the running sums of its length table (from its byte per id or,
+    for a length of 255 or more or a negative one, from the full table), and code 1 where an
+    id is past the table or the sums miss the text's size (a length table that does not fit
+    the vocabulary: never expected, counted as declined).  The token "e" whose length is
+    wrong is in the text or not (``e_at``)."""
     encoder = _miscounting(reference, miscount)
     if e_at is not None:
         e_at %= len(text) + 1
@@ -467,6 +468,34 @@ def test_token_ends_are_the_sums_of_the_lengths_or_do_not_add_up(
         assert ends == 1
     else:
         assert np.frombuffer(ends, dtype=np.int32).tolist() == sums.tolist()
+
+
+@pytest.mark.parametrize("size", [254, 255, 256, 300, 70_000])
+@differential(20)
+@given(text=texts, at=st.integers(min_value=0), times=st.integers(1, 3))
+def test_tokens_of_255_bytes_or_more_end_where_the_reference_says(
+    size: int, text: str, at: int, times: int, reference: Callable[[str], Tokenizer]
+) -> None:
+    """An added token as long as the byte table of lengths holds (254) or longer (the full
+    table answers), repeated and put anywhere in adversarial text: ids and ends as the
+    reference's."""
+    tokenizer, encoder = _with_long_token(reference, size)
+    token = tokenizer.id_to_token(tokenizer.get_vocab_size() - 1)
+    at %= len(text) + 1
+    assert_exact(tokenizer, encoder, text[:at] + token * times + text[at:])
+
+
+@functools.cache
+def _with_long_token(
+    reference: Callable[[str], Tokenizer], size: int
+) -> tuple[Tokenizer, NativeEncoder]:
+    """Llama-3's tokenizer with one added token of size bytes (of 1 to 3 bytes a character)."""
+    tokenizer = Tokenizer.from_str(reference("llama3").to_str())
+    token = ("ab\u00e9\u4e2d" * size)[: size // 2]
+    token += "x" * (size - len(token.encode()))
+    assert len(token.encode()) == size
+    tokenizer.add_tokens([token])
+    return tokenizer, NativeEncoder(ReferenceEncoder(tokenizer))
 
 
 def test_a_token_inside_a_changed_window_is_declined(

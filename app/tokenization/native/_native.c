@@ -36,8 +36,8 @@ typedef struct {
     int drops, keeps_text; /* keeps_text: none of printable ASCII, tab, newline, CR dropped */
     uint8_t dropped[256];
     int32_t *lengths; /* the bytes of each id */
+    uint8_t *short_lengths; /* the same, SHORT_LENGTH_MAX where they are not below it */
     size_t n_lengths;
-    int longest; /* the largest length; INT32_MAX where one is negative */
     Py_buffer chars; /* character BPE: each code point's id (model.char_ids) */
     int has_chars;
     Model model;
@@ -56,7 +56,9 @@ static void encoder_clear(Encoder *e) {
     PyMem_Free(e->model.word_at);
     PyMem_Free(e->model.word_ids);
     PyMem_Free(e->lengths);
+    PyMem_Free(e->short_lengths);
     e->lengths = NULL;
+    e->short_lengths = NULL;
     memset(&e->model, 0, sizeof(e->model));
 }
 
@@ -175,9 +177,14 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         return -1;
     }
     e->n_lengths = (size_t)n_lengths;
+    if ((e->short_lengths = PyMem_Malloc(e->n_lengths + 1)) == NULL) {
+        PyBuffer_Release(&dropped);
+        PyErr_NoMemory();
+        return -1;
+    }
     for (size_t k = 0; k < e->n_lengths; k++)
-        e->longest = e->lengths[k] < 0 ? INT32_MAX
-                     : e->lengths[k] > e->longest ? e->lengths[k] : e->longest;
+        e->short_lengths[k] = (uint32_t)e->lengths[k] < SHORT_LENGTH_MAX ? (uint8_t)e->lengths[k]
+                                                                         : SHORT_LENGTH_MAX;
     int dropped_ok = dropped.len == 256;
     if (dropped_ok) memcpy(e->dropped, dropped.buf, 256);
     PyBuffer_Release(&dropped);
@@ -665,7 +672,7 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
     r->drops = e->drops && any_dropped(e, data, n);
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
     if (r->count < 0 || r->drops) return;
-    r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->n_lengths, e->longest, n,
+    r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->short_lengths, e->n_lengths, n,
                                moves, n_moves, r->ends);
 }
 

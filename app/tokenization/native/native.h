@@ -196,10 +196,13 @@ int survey_nfc(const uint8_t *nfc, const uint8_t *data, size_t n, const int64_t 
 /* Each token's end from the tokens' byte lengths, moved back by the windows NFC changed:
  * moves holds (begin, end, gained) per window in the normalized bytes, gained what NFC added
  * up to and including it (nfc.Alignment).  0, ENDS_DO_NOT_ADD_UP unless the lengths sum to
- * size, or ENDS_INSIDE_A_WINDOW when a token ends inside a changed window.  longest: the
- * largest of the lengths (none negative). */
-int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths,
-                int longest, size_t size, const int64_t *moves, size_t n_moves, int32_t *ends);
+ * size, or ENDS_INSIDE_A_WINDOW when a token ends inside a changed window.  short_lengths:
+ * the lengths as bytes, SHORT_LENGTH_MAX where a length is not below it (or is negative): a
+ * quarter of the lengths' cache lines, which the ids look up in no order. */
+#define SHORT_LENGTH_MAX 255
+int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths,
+                const uint8_t *short_lengths, size_t n_lengths, size_t size,
+                const int64_t *moves, size_t n_moves, int32_t *ends);
 
 /* common_prefix(a, b, i=0, j=0) and common_suffix(a, b, floor) of two str (strings.c). */
 #ifdef Py_PYTHON_H

@@ -105,15 +105,17 @@ int survey_nfc(const uint8_t *nfc, const uint8_t *data, size_t n, const int64_t 
     return 0;
 }
 
-/* The ends of ids[done:], the first done already in ends (moved by no window). */
+/* The ends where moves is NULL or n_moves is 0 (see survey_ends). */
 static inline __attribute__((always_inline)) int
-moved_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths, size_t size,
-           const int64_t *moves, size_t n_moves, int32_t *ends, size_t done) {
-    int64_t at = done ? ends[done - 1] : 0, shift = 0;
+moved_ends(const int32_t *ids, size_t count, const int32_t *lengths, const uint8_t *short_lengths,
+           size_t n_lengths, size_t size, const int64_t *moves, size_t n_moves, int32_t *ends) {
+    int64_t at = 0, shift = 0;
     size_t k = 0;
-    for (size_t i = done; i < count; i++) {
-        if (ids[i] < 0 || (size_t)ids[i] >= n_lengths) return ENDS_DO_NOT_ADD_UP;
-        at += lengths[ids[i]];
+    for (size_t i = 0; i < count; i++) {
+        uint32_t id = (uint32_t)ids[i];
+        if (id >= n_lengths) return ENDS_DO_NOT_ADD_UP;
+        int64_t length = short_lengths[id];
+        at += length < SHORT_LENGTH_MAX ? length : lengths[id];
         while (k < n_moves && moves[3 * k + 1] <= at) shift = moves[3 * k++ + 2];
         if (k < n_moves && moves[3 * k] < at) return ENDS_INSIDE_A_WINDOW;
         ends[i] = (int32_t)(at - shift);
@@ -121,46 +123,12 @@ moved_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_le
     return (size_t)at == size ? 0 : ENDS_DO_NOT_ADD_UP;
 }
 
-#ifdef WIDE_ASCII
-/* The ends of the first ids, 16 at a time where no window moves them: the lengths gathered and
- * summed across the lanes in four shifts.  Stops before ids that are out of range or would
- * pass size (the scalar loop then answers), so no lane overflows: each sum stays below size
- * plus 16 lengths, and lengths are below 2^26 (the caller's check).  How many it did. */
-__attribute__((target("avx512f"))) static size_t wide_ends(const int32_t *ids, size_t count,
-                                                          const int32_t *lengths,
-                                                          size_t n_lengths, size_t size,
-                                                          int32_t *ends) {
-    const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(15);
-    const __m512i known = _mm512_set1_epi32((int)n_lengths), most = _mm512_set1_epi32((int)size);
-    __m512i carry = zero;
-    size_t i = 0;
-    for (; i + 16 <= count; i += 16) {
-        __m512i v = _mm512_loadu_si512(ids + i);
-        if (_mm512_cmpge_epu32_mask(v, known)) break;
-        __m512i x = _mm512_i32gather_epi32(v, lengths, 4);
-        x = _mm512_add_epi32(x, _mm512_alignr_epi32(x, zero, 15));
-        x = _mm512_add_epi32(x, _mm512_alignr_epi32(x, zero, 14));
-        x = _mm512_add_epi32(x, _mm512_alignr_epi32(x, zero, 12));
-        x = _mm512_add_epi32(x, _mm512_alignr_epi32(x, zero, 8));
-        x = _mm512_add_epi32(x, carry);
-        if (_mm512_cmpgt_epu32_mask(x, most)) break;
-        _mm512_storeu_si512(ends + i, x);
-        carry = _mm512_permutexvar_epi32(top, x);
-    }
-    return i;
-}
-#endif
-
 /* Inlined once for no moves (most texts: NFC changed nothing), its loop then without theirs. */
-int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths, size_t n_lengths,
-                int longest, size_t size, const int64_t *moves, size_t n_moves, int32_t *ends) {
-    if (n_moves) return moved_ends(ids, count, lengths, n_lengths, size, moves, n_moves, ends, 0);
-    size_t done = 0;
-#ifdef WIDE_ASCII
-    if (wide_ascii && longest < (1 << 26) && size < INT32_MAX)
-        done = wide_ends(ids, count, lengths, n_lengths, size, ends);
-#else
-    (void)longest;
-#endif
-    return moved_ends(ids, count, lengths, n_lengths, size, NULL, 0, ends, done);
+int survey_ends(const int32_t *ids, size_t count, const int32_t *lengths,
+                const uint8_t *short_lengths, size_t n_lengths, size_t size,
+                const int64_t *moves, size_t n_moves, int32_t *ends) {
+    if (n_moves)
+        return moved_ends(ids, count, lengths, short_lengths, n_lengths, size, moves, n_moves,
+                          ends);
+    return moved_ends(ids, count, lengths, short_lengths, n_lengths, size, NULL, 0, ends);
 }
