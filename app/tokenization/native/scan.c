@@ -204,7 +204,10 @@ static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Mask
     uint64_t opening = space & ~BACK1(space, prev.nl | prev.sp | prev.ws);
     uint64_t found = (opening & ~eaten) | (BACK1(eaten, last_eaten) & blank);
     uint64_t ahead_nl = m.nl >> 1 | (uint64_t)(c[64] == C_NL) << 63;
-    if ((blank >> 63) && c[64] != C_NL && c[64] <= C_WS) { /* the run goes on: to what? */
+    /* \s goes on past the block: bit 63, a word already (a flag kept as a byte across the
+     * smear and read back as a word made a load wait for its store to retire) */
+    uint64_t ahead_space = (uint64_t)(c[64] <= C_WS) << 63;
+    if ((blank >> 63) && c[64] != C_NL && ahead_space) { /* the run goes on: to what? */
         size_t e = *zrun_end;
         if (e <= base + 64) { /* else the run the last block found goes on here */
             uint64_t run; /* 64 at a time: what is past the stretch's end is not SP or WS */
@@ -216,7 +219,7 @@ static inline uint64_t space_starts(const Stretch *s, size_t base, Masks m, Mask
         *zrun_end = e;
     }
     found |= blank & BACK1(m.nl, prev.nl) & ~smear_down(blank & ahead_nl, blank); /* t + 1 */
-    uint64_t last = space & ~(space >> 1 | (uint64_t)(c[64] <= C_WS) << 63);
+    uint64_t last = space & ~(space >> 1 | ahead_space);
     return found | (last & blank & BACK1(blank, prev.sp | prev.ws) & more);
 }
 
