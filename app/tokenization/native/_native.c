@@ -672,8 +672,8 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
     r->drops = e->drops && any_dropped(e, data, n);
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
     if (r->count < 0 || r->drops) return;
-    r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->short_lengths, e->n_lengths, n,
-                               moves, n_moves, r->ends);
+    r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->short_lengths,
+                               e->n_lengths, n, moves, n_moves, r->ends);
 }
 
 /* What stands in the way of encode_text's ids, as Python answers it (see Encoder_encode):

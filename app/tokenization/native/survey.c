@@ -105,7 +105,7 @@ int survey_nfc(const uint8_t *nfc, const uint8_t *data, size_t n, const int64_t 
     return 0;
 }
 
-/* The ends where moves is NULL or n_moves is 0 (see survey_ends). */
+/* survey_ends' loop, inlined twice: with the windows' moves, and with none (n_moves 0). */
 static inline __attribute__((always_inline)) int
 moved_ends(const int32_t *ids, size_t count, const int32_t *lengths, const uint8_t *short_lengths,
            size_t n_lengths, size_t size, const int64_t *moves, size_t n_moves, int32_t *ends) {
