@@ -137,8 +137,9 @@ static inline const Many *many_of(const Compact *table) {
 }
 
 /* The caches live in huge pages where the kernel gives them (THP on request): their lookups
- * land anywhere in 8 MB, and after other work on the core the first lookup in each 4 KiB page
- * also missed the TLB (4-7% of a 1M-character encode between other engines' encodes).
+ * land anywhere in their 12.8 MB, and after other work on the core the first lookup in each
+ * 4 KiB page also missed the TLB (4-7% of a 1M-character encode between other engines'
+ * encodes).
  * Zeroed as mapped; the rest of the last huge page unused. */
 #define HUGE ((size_t)2 << 20)
 #define CACHES_MAPPED ((sizeof(Caches) + HUGE - 1) / HUGE * HUGE + HUGE)
