@@ -35,13 +35,16 @@ import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-FIXED_OVERHEAD_BYTES = 384 << 20
+FIXED_OVERHEAD_BYTES = (384 << 20) + (16 << 20) * max(0, len(os.sched_getaffinity(0)) - 2)
 """F in the bound RSS <= ``--store-bytes`` + F that holds after any request (README, "Limits
 and hostile clients"): the idle process with a ~150K-token vocabulary loaded (~230-330 MiB),
-``GROWTH_BYTES`` and glibc's fragmentation; measured by ``loadtest/rss_budget.py``."""
+``GROWTH_BYTES`` and glibc's fragmentation, measured on 2 cores by ``loadtest/rss_budget.py``;
+and for each core past two, one more of the native encoder's work sets (12.8 MB of piece
+caches and up to 2.7 MB of buffers) and one more heap arena's slack (``limit_malloc_arenas``)."""
 
 GROWTH_BYTES = 64 << 20
-"""RSS growth within one request that triggers a trim after it."""
+"""RSS growth within one request that triggers a trim after it (a quarter of it since the last
+trim does too)."""
 
 
 def trim_floor(store_bytes: int) -> int:
@@ -98,24 +101,52 @@ def resident_bytes() -> int | None:
     return pages * page
 
 
-def malloc_trim() -> Callable[[], int] | None:
-    """glibc's ``malloc_trim(0)`` (returns 1 when it released memory); None without glibc."""
+def _glibc() -> ctypes.CDLL | None:
+    """The C library where it is glibc (musl has no ``malloc_trim`` or ``mallopt`` arenas)."""
     try:
         libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 (glibc's own symbol: musl has no malloc_trim)
-        trim = libc.malloc_trim
+        libc.gnu_get_libc_version  # noqa: B018 (glibc's own symbol)
     except (OSError, AttributeError):
         return None
+    return libc
+
+
+def malloc_trim() -> Callable[[], int] | None:
+    """glibc's ``malloc_trim(0)`` (returns 1 when it released memory); None without glibc."""
+    libc = _glibc()
+    if libc is None:
+        return None
+    trim = libc.malloc_trim
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return lambda: int(trim(0))
 
 
+_M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas() -> None:
+    """At most one glibc arena per core the process may run on, not glibc's eight: each new
+    thread gets an arena of its own while there are fewer, and every arena keeps what its
+    requests freed (up to tens of MB each, as its trim threshold grows with the blocks it
+    frees).  On 2 cores at a 64 MiB budget (``loadtest/rss_budget.py``'s phases), RSS after
+    the 4M-character word was 331 MiB with this and 386 without, after 40 clients at once 369
+    and 382.  The threads seldom allocate at once (the GIL), so fewer arenas cost no waiting.
+    glibc fixes the limit once 8 arenas exist: called before the service starts its threads
+    (``serve``)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(len(os.sched_getaffinity(0))))
+
+
 class ReturnFreedMemory:
-    """ASGI middleware: after an HTTP request that left RSS more than ``growth_bytes`` above
-    where it stood when the request began, a full collection and ``malloc_trim(0)`` (in a
-    worker thread); a request that starts while a trim runs waits for it, so what it reads of
-    RSS (``/metrics``) is after the trim."""
+    """ASGI middleware: a full collection and ``malloc_trim(0)`` (in a worker thread) after an
+    HTTP request that left RSS above ``trim_above`` and either more than ``growth_bytes`` above
+    where it stood when the request began, or more than a quarter of that above where the last
+    trim left it: requests at once each grow the process by little and together by much (40
+    clients at once, then 300 edited calls of a 1M-character session, ended 20 MiB over the
+    bound without the second rule).  A request that starts while a trim runs waits for it, so
+    what it reads of RSS (``/metrics``) is after the trim."""
 
     def __init__(self, app: ASGIApp, growth_bytes: int = GROWTH_BYTES, trim_above: int = 0) -> None:
         """``trim_above``: the RSS under which no trim follows (``trim_floor``)."""
@@ -125,6 +156,8 @@ class ReturnFreedMemory:
         self.trims = 0
         self._trim = malloc_trim() if resident_bytes() is not None else None
         self._lock = anyio.Lock()
+        self._settled = 0
+        """RSS after the last trim."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         trim = self._trim
@@ -139,10 +172,11 @@ class ReturnFreedMemory:
             await self.app(scope, receive, send)
         finally:
             after = resident_bytes() or 0
-            grown = after - began > self.growth_bytes and after > self.trim_above
-            if grown and not self._lock.locked():
+            grown = max(after - began, 4 * (after - self._settled)) > self.growth_bytes
+            if grown and after > self.trim_above and not self._lock.locked():
                 with anyio.CancelScope(shield=True):  # a cancelled request still trims
                     async with self._lock:
                         gc.collect()  # a request's objects can sit in a reference cycle
                         await anyio.to_thread.run_sync(trim)
                         self.trims += 1
+                        self._settled = resident_bytes() or 0

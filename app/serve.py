@@ -11,6 +11,7 @@ import uvicorn
 from app.config import Settings
 from app.http_guard import guarded_protocol
 from app.main import create_app
+from app.process_memory import limit_malloc_arenas
 
 
 def configure_logging(level: str) -> None:
@@ -33,6 +34,7 @@ def server_config(settings: Settings) -> uvicorn.Config:
 
 
 def serve(settings: Settings) -> None:
+    limit_malloc_arenas()  # before the service's threads start
     configure_logging(settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, re-raised by uvicorn after shutdown
         uvicorn.Server(server_config(settings)).run()

@@ -5,11 +5,13 @@ after the large requests a hostile or unlucky client sends.
 
 Starts the stand-in upstream and ``toksplice serve``, then sends, in order: one request of ~50
 MB of text, one ``'a' * 10_000_000`` request, ``--sessions`` sessions of 100K characters each,
-and ``--edits`` calls of one 1M-character session whose first line changes every call (Claude
-Code's billing line: each call's ids are a copy, not an extension, of the call's before, and
-nothing that outlives a call may keep them); after each phase it prints the RSS and the store's
-bytes from ``/metrics`` against the bound ``--store-bytes`` + F (``--overhead``, default
-``app.process_memory``'s ``FIXED_OVERHEAD_BYTES``), and exits 1 when RSS exceeded it.
+``--at-once`` clients at a time sending sessions of 50K characters of varied words (each
+encoded whole on whichever of the service's worker threads serves it), and ``--edits`` calls of
+one 1M-character session whose first line changes every call (Claude Code's billing line: each
+call's ids are a copy, not an extension, of the call's before, and nothing that outlives a call
+may keep them); after each phase it prints the RSS and the store's bytes from ``/metrics``
+against the bound ``--store-bytes`` + F (``--overhead``, default ``app.process_memory``'s
+``FIXED_OVERHEAD_BYTES``), and exits 1 when RSS exceeded it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import random
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -40,6 +43,15 @@ def _text(chars: int, seed: int) -> str:
         out.append(word)
         size += len(word)
     return "".join(out)[:chars]
+
+
+def _varied(chars: int, seed: int) -> str:
+    """Words of 3 to 24 random letters: unlike ``_text``'s, most of its pieces differ, and a
+    piece cache holding them fills."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ("".join(rng.choices(letters, k=rng.randint(3, 24))) for _ in range(chars))
+    return " ".join(words)[:chars]
 
 
 def _figures(http: httpx.Client) -> tuple[float, float]:
@@ -67,13 +79,16 @@ def measure(
     word_chars: int = 10_000_000,
     sessions: int = 1000,
     session_chars: int = 100_000,
+    at_once: int = 40,
+    at_once_chars: int = 50_000,
     edits: int = 300,
     edited_chars: int = 1_000_000,
 ) -> Iterator[tuple[str, float, float]]:
     """(phase, RSS, store bytes) at the start and after each phase, through a proxy of
     ``store_bytes``: one request of ``big_chars`` of text, one of ``'a' * word_chars``,
-    ``sessions`` sessions of ``session_chars`` each, ``edits`` calls of one session of
-    ``edited_chars`` edited at its start."""
+    ``sessions`` sessions of ``session_chars`` each, ``at_once`` clients at a time sending three
+    sessions of ``at_once_chars`` each, ``edits`` calls of one session of ``edited_chars``
+    edited at its start."""
     up, port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up}"
     proxy = serve_args(upstream, tokenizer, "m", port, "--no-alignment-check",
@@ -89,6 +104,10 @@ def measure(
         for k in range(sessions):
             _chat(http, _text(session_chars, 100 + k), f"s{k}")
         yield f"after {sessions} sessions of {session_chars / 1e3:g}K chars", *_figures(http)
+        with ThreadPoolExecutor(at_once) as clients:
+            calls = [(_varied(at_once_chars, 5000 + k), f"c{k}") for k in range(3 * at_once)]
+            list(clients.map(lambda call: _chat(http, *call), calls))
+        yield f"after {at_once} clients at once", *_figures(http)
         edited = _text(edited_chars, 2)
         for k in range(edits):
             _chat(http, f"billing line {k}\n{edited}", "edited")
@@ -99,6 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, required=True, help="a tokenizer folder")
     parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--at-once", type=int, default=40)
     parser.add_argument("--edits", type=int, default=300)
     parser.add_argument("--store-bytes", type=int, default=1 << 30)
     parser.add_argument(
@@ -108,7 +128,11 @@ def main() -> None:
     bound = args.store_bytes + args.overhead
     over = False
     for phase, rss, store in measure(
-        args.tokenizer, args.store_bytes, sessions=args.sessions, edits=args.edits
+        args.tokenizer,
+        args.store_bytes,
+        sessions=args.sessions,
+        at_once=args.at_once,
+        edits=args.edits,
     ):
         over |= rss > bound
         print(f"{phase:<34} RSS {rss / 2**20:6.0f} MiB   store {store / 2**20:5.0f} MiB   "

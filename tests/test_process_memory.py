@@ -41,6 +41,12 @@ async def _grow(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
+async def _keep(request: Request) -> PlainTextResponse:
+    """Keeps ``mib`` MiB, touched (no trim gives it back)."""
+    KEPT.append(b"x" * (int(request.query_params.get("mib", "0")) << 20))
+    return PlainTextResponse("ok")
+
+
 async def _calls(app: ReturnFreedMemory, mibs: list[int]) -> None:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
@@ -96,6 +102,19 @@ def test_a_trim_follows_only_requests_that_grew_the_process() -> None:
     small = ReturnFreedMemory(inner, growth_bytes=-1, trim_above=1 << 40)  # under the floor
     asyncio.run(_calls(small, [0, 0]))
     assert small.trims == 0
+
+
+def test_a_trim_follows_requests_that_together_grew_the_process() -> None:
+    """Requests each growing RSS by 8 MiB, under ``growth_bytes`` (as many at once do): the
+    second past the first trim leaves it 16 MiB above where that trim did, more than a
+    quarter of ``growth_bytes``, and a trim follows."""
+    keeping = ReturnFreedMemory(Starlette(routes=[Route("/", _keep)]), growth_bytes=48 << 20)
+    asyncio.run(_calls(keeping, [0]))  # the first trim: RSS from nothing
+    assert keeping.trims == 1
+    asyncio.run(_calls(keeping, [8]))
+    assert keeping.trims == 1
+    asyncio.run(_calls(keeping, [8]))
+    assert keeping.trims == 2
 
 
 def test_freed_heap_goes_back_after_a_large_request() -> None:

@@ -72,9 +72,10 @@ class NativeIds(Protocol):
     def prepare(self, utf8: bytes) -> None: ...
 
 
-_WORKERS = os.cpu_count() or 1
+_WORKERS = len(os.sched_getaffinity(0)) or 1
 _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="native-chunks")
-"""The threads the native encoder's chunks run on (one per core; it holds no GIL)."""
+"""The threads the native encoder's chunks run on: one per core the process may run on, as
+many as it has work sets (``native._native.WORK_SETS``); it holds no GIL."""
 
 
 class ChunkedEncoder:

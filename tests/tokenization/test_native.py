@@ -27,6 +27,7 @@ from app.config import Settings
 from app.sessions import SessionTokenizer
 from app.tokenization.boundaries import CutRules
 from app.tokenization.chunked import NATIVE_CHUNKS_PER_WORKER, ChunkedEncoder
+from app.tokenization.native import _native
 from app.tokenization.native import encoder as encoder_module
 from app.tokenization.native.encoder import NativeEncoder
 from app.tokenization.native.nfc import Alignment
@@ -319,21 +320,25 @@ def test_the_first_encode_probes_nothing(reference: Callable[[str], Tokenizer]) 
 def test_threads_share_one_encoder(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
-    """Encodes on many threads at once (each with its own piece cache) stay exact."""
+    """Encodes on four times as many threads as there are work sets, all at once, stay exact,
+    and take turns at the sets: no more are made than the cores the process may run on (a
+    set a thread would have been 12.8 MB for each of the service's 40 worker threads)."""
     encoder, tokenizer = native("llama3"), reference("llama3")
     chunks = [corpus(seed, 20_000) for seed in range(8)]
     want = [tokenizer.encode(c, add_special_tokens=False).ids for c in chunks]
-    barrier = threading.Barrier(4)
+    threads = max(8, 4 * _native.WORK_SETS)
+    barrier = threading.Barrier(threads)
 
     def run(i: int) -> list[int]:
-        barrier.wait() if i < 4 else None
+        barrier.wait() if i < threads else None
         encoded = encoder.encode(chunks[i % len(chunks)])
         assert encoded is not None
         return encoded[0].tolist()
 
-    with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(run, range(16)))
-    assert got == [want[i % len(chunks)] for i in range(16)]
+    with ThreadPoolExecutor(threads) as pool:
+        got = list(pool.map(run, range(2 * threads)))
+    assert got == [want[i % len(chunks)] for i in range(2 * threads)]
+    assert 1 <= _native.work_sets_made() <= _native.WORK_SETS == len(os.sched_getaffinity(0))
 
 
 def test_a_thread_s_kept_buffers_hold_nothing_of_an_earlier_text(

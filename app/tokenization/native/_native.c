@@ -20,6 +20,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,9 +234,9 @@ static void Encoder_dealloc(Encoder *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* ---- the calling thread's work buffers ------------------------------------------------- */
+/* ---- the work sets: buffers and piece caches, one per core at most -------------------- */
 
-/* Text bytes a thread's block arrays and scratch keep room for between its calls (~21 bytes
+/* Text bytes a work set's block arrays and scratch keep room for between its calls (~21 bytes
  * each: 2.7 MB); a longer text's are freed after its call.  Made and freed per call, they let
  * glibc hand a pool thread's freed arena top back to the OS now and then, and the next chunk
  * faulted it in again (measured: 1 in 30 cold starts of 1M characters on 2 threads took
@@ -243,15 +245,24 @@ static void Encoder_dealloc(Encoder *e) {
  * result's bytes (Encoder_encode), so no array of the whole text's size is kept or copied. */
 #define KEEP_BYTES ((size_t)128 << 10)
 
-typedef struct {
+typedef struct Work {
     size_t cap; /* bytes of a block the arrays cp, at, starts, cls have room for, + 1 */
     uint32_t *cp, *at, *starts;
     uint8_t *cls;
     Scratch scratch;
+    struct Work *next; /* in the list of free sets */
 } Work;
 
-static pthread_key_t work_key;
-static pthread_once_t work_once = PTHREAD_ONCE_INIT;
+/* An encode takes a work set for its length and gives it back: there are at most as many sets
+ * as cores the process may run on (work_limit), each with 12.8 MB of piece caches, however
+ * many threads encode (the service encodes short texts on whichever worker thread serves the
+ * request, up to 40: a set a thread would have been 510 MB), and an encode that finds none
+ * free waits for one, as it would for a core.  The set given back last is taken first: its
+ * caches are the warmest. */
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_freed = PTHREAD_COND_INITIALIZER;
+static Work *work_free;
+static size_t work_made, work_limit = 1;
 
 static void block_arrays_free(Work *w) {
     free(w->cp);
@@ -263,28 +274,34 @@ static void block_arrays_free(Work *w) {
     w->cap = 0;
 }
 
-static void work_destroy(void *p) {
-    Work *w = p;
-    block_arrays_free(w);
-    scratch_free(&w->scratch);
-    free(w);
+/* A work set: the one given back last, or a new one while fewer than work_limit exist, else
+ * the next one given back; NULL when out of memory.  Called without the GIL. */
+static Work *work_take(void) {
+    pthread_mutex_lock(&work_lock);
+    while (work_free == NULL && work_made >= work_limit)
+        pthread_cond_wait(&work_freed, &work_lock);
+    Work *w = work_free;
+    if (w != NULL) {
+        work_free = w->next;
+    } else if ((w = calloc(1, sizeof(Work))) != NULL) {
+        work_made++;
+    }
+    pthread_mutex_unlock(&work_lock);
+    if (w != NULL && w->scratch.cache == NULL) /* new, or its caches failed before */
+        w->scratch.cache = caches_new();
+    return w;
 }
 
-static void make_work_key(void) { pthread_key_create(&work_key, work_destroy); }
-
-/* The calling thread's buffers; NULL when out of memory. */
-static Work *thread_work(void) {
-    pthread_once(&work_once, make_work_key);
-    Work *w = pthread_getspecific(work_key);
-    if (w != NULL) return w;
-    w = calloc(1, sizeof(Work));
-    if (w == NULL) return NULL;
-    if (pthread_setspecific(work_key, w) != 0) {
-        free(w);
-        return NULL;
-    }
-    scratch_init(&w->scratch);
-    return w;
+/* After a call: what is over KEEP_BYTES goes back to the heap, the set to the free list. */
+static void work_give(Work *w) {
+    if (w == NULL) return;
+    if (w->cap > KEEP_BYTES + 1) block_arrays_free(w);
+    if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
+    pthread_mutex_lock(&work_lock);
+    w->next = work_free;
+    work_free = w;
+    pthread_mutex_unlock(&work_lock);
+    pthread_cond_signal(&work_freed);
 }
 
 /* Room in w's block arrays for a block of n bytes; -1 when out of memory. */
@@ -301,13 +318,6 @@ static int block_room(Work *w, size_t n) {
     }
     w->cap = n + 1;
     return 0;
-}
-
-/* After a call: what is over KEEP_BYTES goes back. */
-static void work_done(Work *w) {
-    if (w == NULL) return;
-    if (w->cap > KEEP_BYTES + 1) block_arrays_free(w);
-    if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
 }
 
 #ifdef WIDE_ASCII
@@ -664,7 +674,7 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
         r->nfc = survey_nfc(e->tables[T_NFC].buf, data, n, sb, se, spans, &r->windows);
         if (r->nfc || r->windows.count) return;
     }
-    Work *w = r->work = thread_work();
+    Work *w = r->work = work_take();
     if (w == NULL) {
         r->count = -1;
         return;
@@ -727,11 +737,11 @@ static PyObject *Encoder_encode(Encoder *e, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         encode_text(e, text.buf, n, begin.buf, end.buf, added.buf, spans, check_nfc, moves.buf,
                     n_moves, &r);
+        work_give(r.work);
         Py_END_ALLOW_THREADS
         result = encoded_result(e, &r, ids, ends);
         ids = ends = NULL;
         free(r.windows.pairs);
-        work_done(r.work);
     }
     Py_XDECREF(ids);
     Py_XDECREF(ends);
@@ -879,7 +889,25 @@ static PyTypeObject AddedTokensType = {
     .tp_methods = AddedTokens_methods,
 };
 
+/* Cores the process may run on (its CPU affinity), at least 1. */
+static size_t usable_cores(void) {
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                          : sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (size_t)n : 1;
+}
+
+static PyObject *work_sets_made(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    pthread_mutex_lock(&work_lock);
+    size_t made = work_made;
+    pthread_mutex_unlock(&work_lock);
+    return PyLong_FromSize_t(made);
+}
+
 static PyMethodDef native_functions[] = {
+    {"work_sets_made", work_sets_made, METH_NOARGS,
+     "Work sets (buffers and piece caches) made so far; WORK_SETS at most."},
     {"common_prefix", strings_common_prefix, METH_VARARGS,
      "Length of the common prefix of a[i:] and b[j:] (two str)."},
     {"common_suffix", strings_common_suffix, METH_VARARGS,
@@ -903,6 +931,7 @@ PyMODINIT_FUNC PyInit__native(void) {
 #endif
     const char *block = getenv("TOKSPLICE_NATIVE_BLOCK");
     if (block && strtoul(block, NULL, 10) > 0) block_bytes = strtoul(block, NULL, 10);
+    work_limit = usable_cores();
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
@@ -913,6 +942,7 @@ PyMODINIT_FUNC PyInit__native(void) {
 #endif
     if (PyModule_AddIntConstant(m, "WIDE_ASCII", wide) < 0 ||
         PyModule_AddIntConstant(m, "BLOCK_BYTES", (long)block_bytes) < 0 ||
+        PyModule_AddIntConstant(m, "WORK_SETS", (long)work_limit) < 0 ||
         PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddObjectRef(m, "AddedTokens", (PyObject *)&AddedTokensType) < 0) {
         Py_DECREF(m);

@@ -6,7 +6,6 @@
  * its own): a one-line entry per short piece, an arena for long pieces and those of many ids.
  */
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise */
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,34 +143,17 @@ static inline const Many *many_of(const Compact *table) {
 #define HUGE ((size_t)2 << 20)
 #define CACHES_MAPPED ((sizeof(Caches) + HUGE - 1) / HUGE * HUGE + HUGE)
 
-static void caches_free(void *c) {
-    uint8_t **base = (uint8_t **)c - 1; /* where the mapping begins, kept before the caches */
-    munmap(*base, CACHES_MAPPED);
-}
-
-static pthread_key_t cache_key;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-static void make_key(void) { pthread_key_create(&cache_key, caches_free); }
-
-static Caches *thread_cache(void) {
-    pthread_once(&cache_once, make_key);
-    Caches *c = pthread_getspecific(cache_key);
-    if (c == NULL) {
-        uint8_t *base = mmap(NULL, CACHES_MAPPED, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (base == MAP_FAILED) return NULL;
-        uint8_t *at = (uint8_t *)(((uintptr_t)base + HUGE) & ~(uintptr_t)(HUGE - 1));
+/* A new set of caches, or NULL when out of memory: kept for the process's life (one per work
+ * set of _native.c, of which there are as many as cores at most). */
+void *caches_new(void) {
+    uint8_t *base = mmap(NULL, CACHES_MAPPED, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    uint8_t *at = (uint8_t *)(((uintptr_t)base + HUGE) & ~(uintptr_t)(HUGE - 1));
 #ifdef MADV_HUGEPAGE
-        madvise(at, CACHES_MAPPED - (size_t)(at - base), MADV_HUGEPAGE);
+    madvise(at, CACHES_MAPPED - (size_t)(at - base), MADV_HUGEPAGE);
 #endif
-        ((uint8_t **)at)[-1] = base;
-        c = (Caches *)at;
-        if (pthread_setspecific(cache_key, c) != 0) {
-            munmap(base, CACHES_MAPPED);
-            c = NULL;
-        }
-    }
-    return c;
+    return at;
 }
 
 /* Bytes piece[at:at + min(r, 8)] as a little-endian word, zero above them (r > 0), read by
@@ -278,11 +260,6 @@ static int reserve(Scratch *w, size_t len) {
     }
     w->cap = cap;
     return 0;
-}
-
-void scratch_init(Scratch *w) {
-    memset(w, 0, sizeof(*w));
-    w->cache = thread_cache();
 }
 
 void scratch_free(Scratch *w) {

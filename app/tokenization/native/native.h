@@ -61,7 +61,7 @@ typedef struct {
                               * fall back to byte_ids; NULL for byte-level BPE */
 } Model;
 
-/* Growable per-call buffers of the merge, and the calling thread's piece cache (NULL: none). */
+/* Growable per-call buffers of the merge, and its work set's piece caches (NULL: none). */
 typedef struct {
     void *cache;
     size_t cap;
@@ -78,7 +78,7 @@ typedef struct {
 long bpe_pieces(const Model *m, const uint8_t *data, size_t limit, const uint32_t *at,
                 const uint32_t *starts, size_t pieces, const uint8_t *dropped, int32_t *out,
                 Scratch *w);
-void scratch_init(Scratch *w);
+void *caches_new(void);
 void scratch_free(Scratch *w);
 
 /* Writes the character index of each piece's start to starts (capacity s->n + STARTS_PAD)
