@@ -5,7 +5,7 @@
         [--size 1000000] [--rounds 8] [--per-turn 3]
 
 ``bench_cold_start.py --engines`` runs every engine in one process, one after the other, so
-each evicts the others' tables from the caches (the native encoder's per-thread piece tables
+each evicts the others' tables from the caches (the native encoder's piece caches
 among them): its figures move by 20% from run to run.  Here every engine is a worker process
 of its own, loaded once: the native encoder of each of ``--trees`` (checkouts whose C part is
 built, e.g. a worktree of the commit before: ``git worktree add ../base HEAD~1`` and
