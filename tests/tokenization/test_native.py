@@ -341,6 +341,43 @@ def test_threads_share_one_encoder(
     assert 1 <= _native.work_sets_made() <= _native.WORK_SETS == len(os.sched_getaffinity(0))
 
 
+def test_a_child_forked_while_every_work_set_is_taken_encodes(
+    reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """A fork while other threads hold every work set (and maybe the pool's lock): the child
+    forgets the sets those threads took (they are gone in it) and makes its own, where it
+    would have waited for them for ever."""
+    encoder, tokenizer = native("llama3"), reference("llama3")
+    text = corpus(5, 200_000)
+    want = tokenizer.encode(text, add_special_tokens=False).ids
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            encoder.encode(text)
+
+    threads = [threading.Thread(target=busy) for _ in range(_native.WORK_SETS)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.2)
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the child's exit status is the verdict)
+            got = encoder.encode(text)
+            os._exit(0 if got is not None and got[0].tolist() == want else 1)
+        deadline = time.monotonic() + 60
+        while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+        assert done[0] == child and os.waitstatus_to_exitcode(done[1]) == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
 def test_a_thread_s_kept_buffers_hold_nothing_of_an_earlier_text(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:

@@ -262,7 +262,18 @@ typedef struct Work {
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_freed = PTHREAD_COND_INITIALIZER;
 static Work *work_free;
-static size_t work_made, work_limit = 1;
+static size_t work_made, work_taken, work_limit = 1;
+
+/* A fork happens with the lock held (so the list is whole), and the child, whose other
+ * threads are gone with the sets they had taken, starts a new lock and forgets those sets. */
+static void work_fork_prepare(void) { pthread_mutex_lock(&work_lock); }
+static void work_fork_parent(void) { pthread_mutex_unlock(&work_lock); }
+static void work_fork_child(void) {
+    pthread_mutex_init(&work_lock, NULL);
+    pthread_cond_init(&work_freed, NULL);
+    work_made -= work_taken;
+    work_taken = 0;
+}
 
 static void block_arrays_free(Work *w) {
     free(w->cp);
@@ -286,6 +297,7 @@ static Work *work_take(void) {
     } else if ((w = calloc(1, sizeof(Work))) != NULL) {
         work_made++;
     }
+    work_taken += w != NULL;
     pthread_mutex_unlock(&work_lock);
     if (w != NULL && w->scratch.cache == NULL) /* new, or its caches failed before */
         w->scratch.cache = caches_new();
@@ -300,6 +312,7 @@ static void work_give(Work *w) {
     pthread_mutex_lock(&work_lock);
     w->next = work_free;
     work_free = w;
+    work_taken--;
     pthread_mutex_unlock(&work_lock);
     pthread_cond_signal(&work_freed);
 }
@@ -932,6 +945,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     const char *block = getenv("TOKSPLICE_NATIVE_BLOCK");
     if (block && strtoul(block, NULL, 10) > 0) block_bytes = strtoul(block, NULL, 10);
     work_limit = usable_cores();
+    if (pthread_atfork(work_fork_prepare, work_fork_parent, work_fork_child) != 0)
+        return PyErr_NoMemory();
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
