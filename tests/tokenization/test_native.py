@@ -321,8 +321,8 @@ def test_threads_share_one_encoder(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
     """Encodes on four times as many threads as there are work sets, all at once, stay exact,
-    and take turns at the sets: no more are made than the cores the process may run on (a
-    set a thread would have been 12.8 MB for each of the service's 40 worker threads)."""
+    and no more sets are made than the cores the process may run on (a set a thread would
+    have been 12.8 MB for each of the service's 40 worker threads)."""
     encoder, tokenizer = native("llama3"), reference("llama3")
     chunks = [corpus(seed, 20_000) for seed in range(8)]
     want = [tokenizer.encode(c, add_special_tokens=False).ids for c in chunks]
@@ -338,33 +338,61 @@ def test_threads_share_one_encoder(
     with ThreadPoolExecutor(threads) as pool:
         got = list(pool.map(run, range(2 * threads)))
     assert got == [want[i % len(chunks)] for i in range(2 * threads)]
-    assert 1 <= _native.work_sets_made() <= _native.WORK_SETS == len(os.sched_getaffinity(0))
+    made, taken, _ = _native.work_sets()
+    assert 1 <= made <= _native.WORK_SETS == len(os.sched_getaffinity(0)) and taken == 0
 
 
-def test_a_child_forked_while_every_work_set_is_taken_encodes(
+def _holding_every_work_set(encoder: NativeEncoder) -> list[threading.Thread]:
+    """Threads, one per work set, each encoding ``'a' * 3_000_000`` (one piece: ~0.5 s), once
+    all of them hold a set."""
+    threads = [
+        threading.Thread(target=encoder.encode, args=("a" * 3_000_000,))
+        for _ in range(_native.WORK_SETS)
+    ]
+    for thread in threads:
+        thread.start()
+    while _native.work_sets()[1] < _native.WORK_SETS:
+        assert all(thread.is_alive() for thread in threads), "a set freed before all were taken"
+        time.sleep(0.001)
+    return threads
+
+
+def test_an_encode_that_finds_every_work_set_taken_does_not_wait(
+    reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
+) -> None:
+    """While long encodes hold every work set, a short one gets a set of its own without
+    caches and is done, exact, before any of them: a hostile one-piece text on every core
+    does not hold up the other requests' encodes."""
+    encoder, tokenizer = native("llama3"), reference("llama3")
+    text = corpus(9, 20_000)
+    want = tokenizer.encode(text, add_special_tokens=False).ids
+    passing = _native.work_sets()[2]
+    holders = _holding_every_work_set(encoder)
+    got = encoder.encode(text)
+    assert all(thread.is_alive() for thread in holders)
+    for thread in holders:
+        thread.join()
+    assert got is not None and got[0].tolist() == want
+    assert _native.work_sets()[2] == passing + 1
+
+
+def test_a_child_forked_while_every_work_set_is_taken_encodes_with_caches(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
     """A fork while other threads hold every work set (and maybe the pool's lock): the child
-    forgets the sets those threads took (they are gone in it) and makes its own, where it
-    would have waited for them for ever."""
+    forgets the sets those threads took (they are gone in it), makes its own and encodes
+    with caches, not without them for ever (nor waits on a lock no thread of it holds)."""
     encoder, tokenizer = native("llama3"), reference("llama3")
     text = corpus(5, 200_000)
     want = tokenizer.encode(text, add_special_tokens=False).ids
-    stop = threading.Event()
-
-    def busy() -> None:
-        while not stop.is_set():
-            encoder.encode(text)
-
-    threads = [threading.Thread(target=busy) for _ in range(_native.WORK_SETS)]
-    for thread in threads:
-        thread.start()
+    holders = _holding_every_work_set(encoder)
     try:
-        time.sleep(0.2)
         child = os.fork()
         if child == 0:  # pragma: no cover (the child's exit status is the verdict)
+            passing = _native.work_sets()[2]
             got = encoder.encode(text)
-            os._exit(0 if got is not None and got[0].tolist() == want else 1)
+            cached = _native.work_sets()[2] == passing
+            os._exit(0 if cached and got is not None and got[0].tolist() == want else 1)
         deadline = time.monotonic() + 60
         while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -373,8 +401,7 @@ def test_a_child_forked_while_every_work_set_is_taken_encodes(
             os.waitpid(child, 0)
         assert done[0] == child and os.waitstatus_to_exitcode(done[1]) == 0
     finally:
-        stop.set()
-        for thread in threads:
+        for thread in holders:
             thread.join()
 
 
@@ -685,6 +712,13 @@ def test_stretches_cut_into_blocks_of_a_few_bytes() -> None:
     texts are short, so this module's differential tests run again in a child whose blocks
     are 8 bytes (``TOKSPLICE_NATIVE_BLOCK``), where most of their texts are cut many times."""
     _rerun_differential_tests("TOKSPLICE_NATIVE_BLOCK", "8", "BLOCK_BYTES", "8")
+
+
+def test_encodes_without_piece_caches() -> None:
+    """An encode that finds every work set taken merges each piece without caches: this
+    module's differential tests run again in a child with no sets at all
+    (``TOKSPLICE_NATIVE_WORK_SETS=0``), where every encode does."""
+    _rerun_differential_tests("TOKSPLICE_NATIVE_WORK_SETS", "0", "WORK_SETS", "0")
 
 
 def _rerun_differential_tests(

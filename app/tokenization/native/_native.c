@@ -251,18 +251,19 @@ typedef struct Work {
     uint8_t *cls;
     Scratch scratch;
     struct Work *next; /* in the list of free sets */
+    int passing;       /* made for one encode, without caches, when every set was taken */
 } Work;
 
 /* An encode takes a work set for its length and gives it back: there are at most as many sets
- * as cores the process may run on (work_limit), each with 12.8 MB of piece caches, however
- * many threads encode (the service encodes short texts on whichever worker thread serves the
- * request, up to 40: a set a thread would have been 510 MB), and an encode that finds none
- * free waits for one, as it would for a core.  The set given back last is taken first: its
- * caches are the warmest. */
+ * as cores the process may run on (work_limit, TOKSPLICE_NATIVE_WORK_SETS where set), each
+ * with 12.8 MB of piece caches, however many threads encode (the service encodes short texts
+ * on whichever worker thread serves the request, up to 40: a set a thread would have been 510
+ * MB).  An encode that finds every set taken (by as many long encodes: 'a' * 4_000_000 takes
+ * ~1 s) does not wait for one: it gets a set of its own for the call, without caches, and
+ * merges each piece.  The set given back last is taken first: its caches are the warmest. */
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_freed = PTHREAD_COND_INITIALIZER;
 static Work *work_free;
-static size_t work_made, work_taken, work_limit = 1;
+static size_t work_made, work_taken, work_passing, work_limit = 1;
 
 /* A fork happens with the lock held (so the list is whole), and the child, whose other
  * threads are gone with the sets they had taken, starts a new lock and forgets those sets. */
@@ -270,7 +271,6 @@ static void work_fork_prepare(void) { pthread_mutex_lock(&work_lock); }
 static void work_fork_parent(void) { pthread_mutex_unlock(&work_lock); }
 static void work_fork_child(void) {
     pthread_mutex_init(&work_lock, NULL);
-    pthread_cond_init(&work_freed, NULL);
     work_made -= work_taken;
     work_taken = 0;
 }
@@ -286,35 +286,42 @@ static void block_arrays_free(Work *w) {
 }
 
 /* A work set: the one given back last, or a new one while fewer than work_limit exist, else
- * the next one given back; NULL when out of memory.  Called without the GIL. */
+ * one for this call alone, without caches; NULL when out of memory.  Called without the GIL. */
 static Work *work_take(void) {
     pthread_mutex_lock(&work_lock);
-    while (work_free == NULL && work_made >= work_limit)
-        pthread_cond_wait(&work_freed, &work_lock);
     Work *w = work_free;
+    int pooled = w != NULL || work_made < work_limit;
     if (w != NULL) {
         work_free = w->next;
-    } else if ((w = calloc(1, sizeof(Work))) != NULL) {
+    } else if (pooled && (w = calloc(1, sizeof(Work))) != NULL) {
         work_made++;
     }
     work_taken += w != NULL;
+    work_passing += !pooled;
     pthread_mutex_unlock(&work_lock);
-    if (w != NULL && w->scratch.cache == NULL) /* new, or its caches failed before */
+    if (!pooled) {
+        if ((w = calloc(1, sizeof(Work))) != NULL) w->passing = 1;
+    } else if (w != NULL && w->scratch.cache == NULL) { /* new, or its caches failed before */
         w->scratch.cache = caches_new();
+    }
     return w;
 }
 
-/* After a call: what is over KEEP_BYTES goes back to the heap, the set to the free list. */
+/* After a call: what is over KEEP_BYTES goes back to the heap, the set to the free list (one
+ * made for the call, all of it to the heap). */
 static void work_give(Work *w) {
     if (w == NULL) return;
-    if (w->cap > KEEP_BYTES + 1) block_arrays_free(w);
-    if (w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
+    if (w->passing || w->cap > KEEP_BYTES + 1) block_arrays_free(w);
+    if (w->passing || w->scratch.cap > KEEP_BYTES) scratch_free(&w->scratch);
+    if (w->passing) {
+        free(w);
+        return;
+    }
     pthread_mutex_lock(&work_lock);
     w->next = work_free;
     work_free = w;
     work_taken--;
     pthread_mutex_unlock(&work_lock);
-    pthread_cond_signal(&work_freed);
 }
 
 /* Room in w's block arrays for a block of n bytes; -1 when out of memory. */
@@ -910,17 +917,18 @@ static size_t usable_cores(void) {
     return n > 0 ? (size_t)n : 1;
 }
 
-static PyObject *work_sets_made(PyObject *module, PyObject *unused) {
+static PyObject *work_sets(PyObject *module, PyObject *unused) {
     (void)module, (void)unused;
     pthread_mutex_lock(&work_lock);
-    size_t made = work_made;
+    size_t made = work_made, taken = work_taken, passing = work_passing;
     pthread_mutex_unlock(&work_lock);
-    return PyLong_FromSize_t(made);
+    return Py_BuildValue("nnn", (Py_ssize_t)made, (Py_ssize_t)taken, (Py_ssize_t)passing);
 }
 
 static PyMethodDef native_functions[] = {
-    {"work_sets_made", work_sets_made, METH_NOARGS,
-     "Work sets (buffers and piece caches) made so far; WORK_SETS at most."},
+    {"work_sets", work_sets, METH_NOARGS,
+     "(made, taken, passing): work sets made so far (WORK_SETS at most), taken now, and the "
+     "encodes that found every one taken (and merged without caches)."},
     {"common_prefix", strings_common_prefix, METH_VARARGS,
      "Length of the common prefix of a[i:] and b[j:] (two str)."},
     {"common_suffix", strings_common_suffix, METH_VARARGS,
@@ -944,7 +952,8 @@ PyMODINIT_FUNC PyInit__native(void) {
 #endif
     const char *block = getenv("TOKSPLICE_NATIVE_BLOCK");
     if (block && strtoul(block, NULL, 10) > 0) block_bytes = strtoul(block, NULL, 10);
-    work_limit = usable_cores();
+    const char *sets = getenv("TOKSPLICE_NATIVE_WORK_SETS");
+    work_limit = sets && *sets ? strtoul(sets, NULL, 10) : usable_cores();
     if (pthread_atfork(work_fork_prepare, work_fork_parent, work_fork_child) != 0)
         return PyErr_NoMemory();
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
