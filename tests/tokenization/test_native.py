@@ -357,12 +357,12 @@ def _holding_every_work_set(encoder: NativeEncoder) -> list[threading.Thread]:
     return threads
 
 
-def test_an_encode_that_finds_every_work_set_taken_does_not_wait(
+def test_an_encode_that_finds_every_work_set_taken_does_not_wait_for_a_long_one(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
-    """While long encodes hold every work set, a short one gets a set of its own without
-    caches and is done, exact, before any of them: a hostile one-piece text on every core
-    does not hold up the other requests' encodes."""
+    """While long encodes hold every work set, a short one waits 2 ms for one, then gets a set
+    of its own without caches and is done, exact, before any of them: a hostile one-piece
+    text on every core does not hold up the other requests' encodes."""
     encoder, tokenizer = native("llama3"), reference("llama3")
     text = corpus(9, 20_000)
     want = tokenizer.encode(text, add_special_tokens=False).ids

@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -258,19 +259,34 @@ typedef struct Work {
  * as cores the process may run on (work_limit, TOKSPLICE_NATIVE_WORK_SETS where set), each
  * with 12.8 MB of piece caches, however many threads encode (the service encodes short texts
  * on whichever worker thread serves the request, up to 40: a set a thread would have been 510
- * MB).  An encode that finds every set taken (by as many long encodes: 'a' * 4_000_000 takes
- * ~1 s) does not wait for one: it gets a set of its own for the call, without caches, and
- * merges each piece.  The set given back last is taken first: its caches are the warmest. */
+ * MB).  An encode that finds every set taken waits up to WORK_WAIT_NS for one (a chunk of a
+ * cold start holds one ~0.3-1 ms), then, where the sets are held by long encodes ('a' *
+ * 4_000_000 takes ~1 s), waits no longer: it gets a set of its own for the call, without
+ * caches, and merges each piece (a 60K-character text 4-12 times slower).  The set given back
+ * last is taken first: its caches are the warmest. */
+#define WORK_WAIT_NS 2000000L
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_freed; /* on the monotonic clock: work_cond_init */
 static Work *work_free;
 static size_t work_made, work_taken, work_passing, work_limit = 1;
 
+static int work_cond_init(void) {
+    pthread_condattr_t attr;
+    int failed = pthread_condattr_init(&attr) ||
+                 pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) ||
+                 pthread_cond_init(&work_freed, &attr);
+    pthread_condattr_destroy(&attr);
+    return failed;
+}
+
 /* A fork happens with the lock held (so the list is whole), and the child, whose other
- * threads are gone with the sets they had taken, starts a new lock and forgets those sets. */
+ * threads are gone with the sets they had taken, starts a new lock and condition and forgets
+ * those sets. */
 static void work_fork_prepare(void) { pthread_mutex_lock(&work_lock); }
 static void work_fork_parent(void) { pthread_mutex_unlock(&work_lock); }
 static void work_fork_child(void) {
     pthread_mutex_init(&work_lock, NULL);
+    work_cond_init();
     work_made -= work_taken;
     work_taken = 0;
 }
@@ -285,10 +301,21 @@ static void block_arrays_free(Work *w) {
     w->cap = 0;
 }
 
-/* A work set: the one given back last, or a new one while fewer than work_limit exist, else
- * one for this call alone, without caches; NULL when out of memory.  Called without the GIL. */
+/* A work set: the one given back last, or a new one while fewer than work_limit exist, or one
+ * given back within WORK_WAIT_NS, else one for this call alone, without caches; NULL when out
+ * of memory.  Called without the GIL. */
 static Work *work_take(void) {
     pthread_mutex_lock(&work_lock);
+    if (work_free == NULL && work_made >= work_limit && work_limit > 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += WORK_WAIT_NS;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        while (work_free == NULL &&
+               pthread_cond_timedwait(&work_freed, &work_lock, &until) == 0) {
+        }
+    }
     Work *w = work_free;
     int pooled = w != NULL || work_made < work_limit;
     if (w != NULL) {
@@ -322,6 +349,7 @@ static void work_give(Work *w) {
     work_free = w;
     work_taken--;
     pthread_mutex_unlock(&work_lock);
+    pthread_cond_signal(&work_freed);
 }
 
 /* Room in w's block arrays for a block of n bytes; -1 when out of memory. */
@@ -954,7 +982,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (block && strtoul(block, NULL, 10) > 0) block_bytes = strtoul(block, NULL, 10);
     const char *sets = getenv("TOKSPLICE_NATIVE_WORK_SETS");
     work_limit = sets && *sets ? strtoul(sets, NULL, 10) : usable_cores();
-    if (pthread_atfork(work_fork_prepare, work_fork_parent, work_fork_child) != 0)
+    if (work_cond_init() != 0 ||
+        pthread_atfork(work_fork_prepare, work_fork_parent, work_fork_child) != 0)
         return PyErr_NoMemory();
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&AddedTokensType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
