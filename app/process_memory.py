@@ -133,7 +133,7 @@ def limit_malloc_arenas() -> None:
     the 4M-character word was 331 MiB with this and 386 without, after 40 clients at once 369
     and 382.  The threads seldom allocate at once (the GIL), so fewer arenas cost no waiting.
     glibc fixes the limit once 8 arenas exist: called before the service starts its threads
-    (``serve``)."""
+    (``serve.server_config``)."""
     libc = _glibc()
     if libc is not None:
         libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(len(os.sched_getaffinity(0))))

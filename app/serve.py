@@ -21,7 +21,9 @@ def configure_logging(level: str) -> None:
 
 def server_config(settings: Settings) -> uvicorn.Config:
     """uvicorn's configuration of the proxy, with its connection limits (README, "Limits and
-    hostile clients")."""
+    hostile clients"); glibc's heap arenas are limited first, before the service's threads
+    start (``serve``, ``toksplice demo``)."""
+    limit_malloc_arenas()
     return uvicorn.Config(
         create_app(settings),
         host=settings.host,
@@ -34,7 +36,6 @@ def server_config(settings: Settings) -> uvicorn.Config:
 
 
 def serve(settings: Settings) -> None:
-    limit_malloc_arenas()  # before the service's threads start
     configure_logging(settings.log_level)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, re-raised by uvicorn after shutdown
         uvicorn.Server(server_config(settings)).run()
