@@ -338,7 +338,7 @@ def test_threads_share_one_encoder(
     with ThreadPoolExecutor(threads) as pool:
         got = list(pool.map(run, range(2 * threads)))
     assert got == [want[i % len(chunks)] for i in range(2 * threads)]
-    made, taken, _ = _native.work_sets()
+    made, taken, _, _ = _native.work_sets()
     assert 1 <= made <= _native.WORK_SETS == len(os.sched_getaffinity(0)) and taken == 0
 
 
@@ -360,20 +360,22 @@ def _holding_every_work_set(encoder: NativeEncoder) -> list[threading.Thread]:
 def test_an_encode_that_finds_every_work_set_taken_does_not_wait_for_a_long_one(
     reference: Callable[[str], Tokenizer], native: Callable[[str], NativeEncoder]
 ) -> None:
-    """While long encodes hold every work set, a short one waits 2 ms for one, then gets a set
-    of its own without caches and is done, exact, before any of them: a hostile one-piece
-    text on every core does not hold up the other requests' encodes."""
+    """While long encodes hold every work set, a short text (as the event loop's inline
+    repairs encode) does not wait at all and a text of 64 KiB or more waits 2 ms; each then
+    gets a set of its own without caches and is done, exact, before any of the long ones: a
+    hostile one-piece text on every core does not hold up the other requests' encodes."""
     encoder, tokenizer = native("llama3"), reference("llama3")
-    text = corpus(9, 20_000)
-    want = tokenizer.encode(text, add_special_tokens=False).ids
-    passing = _native.work_sets()[2]
+    texts = [corpus(9, 20_000), corpus(10, 80_000)]
+    want = [tokenizer.encode(text, add_special_tokens=False).ids for text in texts]
+    _, _, waits, passing = _native.work_sets()
     holders = _holding_every_work_set(encoder)
-    got = encoder.encode(text)
+    got = [encoder.encode(texts[0]), _native.work_sets()[2], encoder.encode(texts[1])]
     assert all(thread.is_alive() for thread in holders)
     for thread in holders:
         thread.join()
-    assert got is not None and got[0].tolist() == want
-    assert _native.work_sets()[2] == passing + 1
+    assert [ids[0].tolist() for ids in (got[0], got[2]) if ids is not None] == want
+    assert got[1] == waits  # the short text did not wait
+    assert _native.work_sets()[2:] == (waits + 1, passing + 2)
 
 
 def test_a_child_forked_while_every_work_set_is_taken_encodes_with_caches(
@@ -389,9 +391,9 @@ def test_a_child_forked_while_every_work_set_is_taken_encodes_with_caches(
     try:
         child = os.fork()
         if child == 0:  # pragma: no cover (the child's exit status is the verdict)
-            passing = _native.work_sets()[2]
+            passing = _native.work_sets()[3]
             got = encoder.encode(text)
-            cached = _native.work_sets()[2] == passing
+            cached = _native.work_sets()[3] == passing
             os._exit(0 if cached and got is not None and got[0].tolist() == want else 1)
         deadline = time.monotonic() + 60
         while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:

@@ -259,16 +259,19 @@ typedef struct Work {
  * as cores the process may run on (work_limit, TOKSPLICE_NATIVE_WORK_SETS where set), each
  * with 12.8 MB of piece caches, however many threads encode (the service encodes short texts
  * on whichever worker thread serves the request, up to 40: a set a thread would have been 510
- * MB).  An encode that finds every set taken waits up to WORK_WAIT_NS for one (a chunk of a
- * cold start holds one ~0.3-1 ms), then, where the sets are held by long encodes ('a' *
- * 4_000_000 takes ~1 s), waits no longer: it gets a set of its own for the call, without
- * caches, and merges each piece (a 60K-character text 4-12 times slower).  The set given back
- * last is taken first: its caches are the warmest. */
+ * MB).  An encode of WORK_WAIT_BYTES or more that finds every set taken waits up to
+ * WORK_WAIT_NS for one (a chunk of a cold start holds one ~0.3-1 ms); a shorter one, or one
+ * whose wait ran out (the sets held by long encodes: 'a' * 4_000_000 takes ~1 s), gets a set of
+ * its own for the call, without caches, and merges each piece (a 60K-character text 4-12 times
+ * slower, 2K characters ~0.01 ms more).  So the service's inline repairs, on the event loop
+ * (up to 32 KiB of new text), never wait.  The set given back last is taken first: its caches
+ * are the warmest. */
 #define WORK_WAIT_NS 2000000L
+#define WORK_WAIT_BYTES ((size_t)64 << 10)
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_freed; /* on the monotonic clock: work_cond_init */
 static Work *work_free;
-static size_t work_made, work_taken, work_passing, work_limit = 1;
+static size_t work_made, work_taken, work_waits, work_passing, work_limit = 1;
 
 static int work_cond_init(void) {
     pthread_condattr_t attr;
@@ -301,12 +304,13 @@ static void block_arrays_free(Work *w) {
     w->cap = 0;
 }
 
-/* A work set: the one given back last, or a new one while fewer than work_limit exist, or one
- * given back within WORK_WAIT_NS, else one for this call alone, without caches; NULL when out
- * of memory.  Called without the GIL. */
-static Work *work_take(void) {
+/* A work set for an encode of n bytes: the one given back last, or a new one while fewer than
+ * work_limit exist, or (n of WORK_WAIT_BYTES or more) one given back within WORK_WAIT_NS, else
+ * one for this call alone, without caches; NULL when out of memory.  Called without the GIL. */
+static Work *work_take(size_t n) {
     pthread_mutex_lock(&work_lock);
-    if (work_free == NULL && work_made >= work_limit && work_limit > 0) {
+    if (work_free == NULL && work_made >= work_limit && work_limit > 0 && n >= WORK_WAIT_BYTES) {
+        work_waits++;
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += WORK_WAIT_NS;
@@ -722,7 +726,7 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
         r->nfc = survey_nfc(e->tables[T_NFC].buf, data, n, sb, se, spans, &r->windows);
         if (r->nfc || r->windows.count) return;
     }
-    Work *w = r->work = work_take();
+    Work *w = r->work = work_take(n);
     if (w == NULL) {
         r->count = -1;
         return;
@@ -948,15 +952,16 @@ static size_t usable_cores(void) {
 static PyObject *work_sets(PyObject *module, PyObject *unused) {
     (void)module, (void)unused;
     pthread_mutex_lock(&work_lock);
-    size_t made = work_made, taken = work_taken, passing = work_passing;
+    size_t made = work_made, taken = work_taken, waits = work_waits, passing = work_passing;
     pthread_mutex_unlock(&work_lock);
-    return Py_BuildValue("nnn", (Py_ssize_t)made, (Py_ssize_t)taken, (Py_ssize_t)passing);
+    return Py_BuildValue("nnnn", (Py_ssize_t)made, (Py_ssize_t)taken, (Py_ssize_t)waits,
+                         (Py_ssize_t)passing);
 }
 
 static PyMethodDef native_functions[] = {
     {"work_sets", work_sets, METH_NOARGS,
-     "(made, taken, passing): work sets made so far (WORK_SETS at most), taken now, and the "
-     "encodes that found every one taken (and merged without caches)."},
+     "(made, taken, waits, passing): work sets made so far (WORK_SETS at most), taken now, "
+     "the encodes that waited for one, and those that merged without caches."},
     {"common_prefix", strings_common_prefix, METH_VARARGS,
      "Length of the common prefix of a[i:] and b[j:] (two str)."},
     {"common_suffix", strings_common_suffix, METH_VARARGS,
