@@ -35,7 +35,10 @@ import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-FIXED_OVERHEAD_BYTES = (384 << 20) + (16 << 20) * max(0, len(os.sched_getaffinity(0)) - 2)
+_CORES = len(os.sched_getaffinity(0))
+"""Cores the process may run on: the native encoder's work sets and the heap arenas, one each."""
+
+FIXED_OVERHEAD_BYTES = (384 << 20) + (16 << 20) * max(0, _CORES - 2)
 """F in the bound RSS <= ``--store-bytes`` + F that holds after any request (README, "Limits
 and hostile clients"): the idle process with a ~150K-token vocabulary loaded (~230-330 MiB),
 ``GROWTH_BYTES`` and glibc's fragmentation, measured on 2 cores by ``loadtest/rss_budget.py``;
@@ -136,7 +139,7 @@ def limit_malloc_arenas() -> None:
     (``serve.server_config``)."""
     libc = _glibc()
     if libc is not None:
-        libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(len(os.sched_getaffinity(0))))
+        libc.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(_CORES))
 
 
 class ReturnFreedMemory:
