@@ -399,7 +399,7 @@ ascii64(const uint8_t *classes, const uint8_t *p, uint8_t *cls, uint32_t *cp, ui
     return 1;
 }
 
-static int wide_utf8; /* and AVX-512 VBMI2 (its byte compress); off with wide_ascii */
+int wide_utf8; /* and AVX-512 VBMI2 (its byte compress); off with wide_ascii */
 
 #define WIDE_UTF8_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
 

@@ -83,7 +83,7 @@ void scratch_free(Scratch *w);
 
 /* Writes the character index of each piece's start to starts (capacity s->n + STARTS_PAD)
  * and returns how many pieces there are. */
-#define STARTS_PAD 16
+#define STARTS_PAD 32
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
 /* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */
@@ -124,6 +124,7 @@ enum { ENDS_DO_NOT_ADD_UP = 1, ENDS_INSIDE_A_WINDOW = 2 };
 #if defined(__x86_64__) && defined(__GNUC__)
 #define WIDE_ASCII 1
 extern int wide_ascii;
+extern int wide_utf8;
 #endif
 
 /* Sixteen bytes at a time where SSE2 is there (x86-64 always), else one at a time. */
