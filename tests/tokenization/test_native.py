@@ -266,6 +266,24 @@ def test_blocks_are_probed_on_first_use(reference: Callable[[str], Tokenizer]) -
     assert table.probed.sum() >= 6
 
 
+@pytest.mark.parametrize("name", ["cl100k", "o200k", "qwen3"])
+def test_new_blocks_found_past_blocks_encoded(
+    name: str, reference: Callable[[str], Tokenizer]
+) -> None:
+    """Where NFC is not checked the class blocks are surveyed block by block as the text is
+    encoded (Qwen3's NFC check surveys them first): characters of blocks not probed, found
+    past 120K bytes of ASCII, ids already merged, and again 40K bytes on, are probed then, all
+    of them, and the text encoded exactly."""
+    table = ClassTable()
+    encoder = NativeEncoder(ReferenceEncoder(reference(name)), classes=table)
+    text = "x = f(1)\n" * 12_000 + "Ἀθῆναι " + "y\n" * 20_000 + "ᚠᛇᚻ 𝔘𝔫𝔦"
+    blocks = [ord(c) >> 12 for c in "Ἀᚠ𝔘"]
+    assert not table.probed[blocks].any()
+    assert_exact(reference(name), encoder, text)
+    assert table.probed[blocks].all()
+    assert encoder.stats()["declined"] == {}
+
+
 def test_short_texts_leave_new_blocks_to_a_background_probe(
     reference: Callable[[str], Tokenizer],
 ) -> None:

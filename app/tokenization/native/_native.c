@@ -576,10 +576,13 @@ static size_t decoded(const uint8_t *classes, const uint8_t *kinds, const uint8_
 }
 
 /* Ids of data[a:b], a block of a stretch without added tokens of the text data[0:total],
- * appended at out (dropped: the model's, or NULL where the text holds none); their count or
- * -1. */
+ * appended at out (dropped: the model's, or NULL where the text holds none); their count, -1,
+ * or BLOCKED where survey is set and the block holds a character of a class block not probed
+ * (survey_blocks of the block, which is in L2 now, where a pass over the whole text before
+ * read it from L3: ASCII blocks need none, their class block being probed first). */
+#define BLOCKED (-3)
 static long encode_block(const Encoder *e, const uint8_t *data, size_t total, size_t a,
-                         size_t b, const uint8_t *dropped, Work *w, int32_t *out) {
+                         size_t b, const uint8_t *dropped, int survey, Work *w, int32_t *out) {
     if (block_room(w, b - a) < 0) return -1;
     uint32_t *at;
     int points = points_of(e->family);
@@ -589,6 +592,10 @@ static long encode_block(const Encoder *e, const uint8_t *data, size_t total, si
     at = NULL;
     if (points != POINTS_BYTES) {
         n = decoded(e->tables[T_CLASSES].buf, marks, data, a, b, w, points, &at);
+        uint8_t missing[SURVEY_BLOCKS];
+        if (survey && at != NULL && survey_blocks(e->tables[T_PROBED].buf, data + a, b - a,
+                                                  missing))
+            return BLOCKED;
         memset(w->cls + n, 255, RUN_PAD); /* no class */
     }
     int read = points == POINTS_ALL || (points == POINTS_UNLESS_ASCII && at != NULL);
@@ -623,14 +630,15 @@ static size_t block_end(const Encoder *e, const uint8_t *data, size_t a, size_t 
 }
 
 /* Ids of data[a:b], a stretch without added tokens of the text data[0:total], block by block,
- * appended at out; their count or -1. */
+ * appended at out; their count, or encode_block's code where it has one. */
 static long encode_stretch(const Encoder *e, const uint8_t *data, size_t total, size_t a,
-                           size_t b, const uint8_t *dropped, Work *w, int32_t *out) {
+                           size_t b, const uint8_t *dropped, int survey, Work *w,
+                           int32_t *out) {
     long count = 0;
     for (size_t stop; a < b; a = stop) {
         stop = block_end(e, data, a, b);
-        long got = encode_block(e, data, total, a, stop, dropped, w, out + count);
-        if (got < 0) return -1;
+        long got = encode_block(e, data, total, a, stop, dropped, survey, w, out + count);
+        if (got < 0) return got;
         count += got;
     }
     return count;
@@ -656,8 +664,9 @@ typedef struct {
     NfcWindows windows;
     Work *work;
     int32_t *ids, *ends; /* in the result's bytes (Encoder_encode) */
-    long count; /* -1 out of memory, -2 spans out of order */
+    long count; /* -1 out of memory, -2 spans out of order, BLOCKED */
     int ends_code;
+    int survey; /* the class blocks are surveyed block by block (encode_block) */
 } Encoded;
 
 /* Ids of data[0:n] with its added tokens (sb, se, ids: spans sorted) into r->ids (room for an
@@ -674,10 +683,11 @@ static void encode_spans(const Encoder *e, const uint8_t *data, size_t n, const 
             count = -2;
             break;
         }
-        long got = stop > at ? encode_stretch(e, data, n, at, stop, dropped, w, r->ids + count)
+        long got = stop > at ? encode_stretch(e, data, n, at, stop, dropped, r->survey, w,
+                                              r->ids + count)
                              : 0;
         if (got < 0) {
-            count = -1;
+            count = got;
             break;
         }
         count += got;
@@ -718,9 +728,11 @@ static int any_dropped(const Encoder *e, const uint8_t *data, size_t n) {
 static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const int64_t *sb,
                         const int64_t *se, const int32_t *ids, size_t spans, int check_nfc,
                         const int64_t *moves, size_t n_moves, Encoded *r) {
+    const uint8_t *probed = e->tables[T_PROBED].buf;
     if (points_of(e->family) != POINTS_BYTES) { /* those read no classes */
-        r->blocked = survey_blocks(e->tables[T_PROBED].buf, data, n, r->missing);
-        if (r->blocked) return;
+        /* NFC's survey reads the classes first; and block 0 holds ASCII (probed first) */
+        r->survey = !check_nfc && probed[0];
+        if (!r->survey && (r->blocked = survey_blocks(probed, data, n, r->missing))) return;
     }
     if (check_nfc) {
         r->nfc = survey_nfc(e->tables[T_NFC].buf, data, n, sb, se, spans, &r->windows);
@@ -733,6 +745,10 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
     }
     r->drops = e->drops && any_dropped(e, data, n);
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
+    if (r->count == BLOCKED) { /* all of them at once (none where probed meanwhile: again) */
+        survey_blocks(probed, data, n, r->missing);
+        r->blocked = 1;
+    }
     if (r->count < 0 || r->drops) return;
     r->ends_code = survey_ends(r->ids, (size_t)r->count, e->lengths, e->short_lengths,
                                e->n_lengths, n, moves, n_moves, r->ends);
