@@ -745,7 +745,9 @@ static void encode_text(const Encoder *e, const uint8_t *data, size_t n, const i
     }
     r->drops = e->drops && any_dropped(e, data, n);
     encode_spans(e, data, n, sb, se, ids, spans, w, r);
-    if (r->count == BLOCKED) { /* all of them at once (none where probed meanwhile: again) */
+    /* a block stopped the encode: the whole text's blocks not probed, to be probed at once
+     * (an empty list where another thread probed them meanwhile: Python encodes again) */
+    if (r->count == BLOCKED) {
         survey_blocks(probed, data, n, r->missing);
         r->blocked = 1;
     }
