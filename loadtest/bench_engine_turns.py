@@ -122,12 +122,13 @@ def _work(engine: str, name: str, file: str, kind: str, size: str) -> None:
     read from stdin the CPU seconds of its fastest of that many encodes."""
     from app.tokenization.native_route import native_encoder
     from app.tokenization.reference import ReferenceEncoder
+    from loadtest.bench_cold_start import _transcript
     from loadtest.bench_engines import _text
     from loadtest.peer_encoders import fastokens_peer, gigatoken_peer
 
     path = Path(file)
     reference = ReferenceEncoder.from_file(path)
-    text = _text(kind, name, int(size), lambda *_: "")
+    text = _text(kind, name, int(size), _transcript)
     encode: Callable[[str], object] | None
     if engine == "native":
         native = native_encoder(reference, "native")
