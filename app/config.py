@@ -160,9 +160,11 @@ class Settings(BaseSettings):
     """Where a divergence's reproduction (prompt text and ids: user content) is written."""
     shadow_disable_on_divergence: bool = False
     """After a shadow divergence, encode every prompt in full (no repair) until restart."""
-    gpu_cold_start: int = Field(default=64 << 10, ge=0)
+    gpu_cold_start: int = Field(default=0, ge=0)
     """Cold starts (no stored transcript to repair from) of at least this many bytes are
-    tokenized on the GPU when CuPy, a CUDA device and a covered family are there; 0: never."""
+    tokenized on the GPU when CuPy, a CUDA device and a covered family are there; 0 (the
+    default): never, the CPU's cold start being the faster on every figure measured
+    (docs/gpu.md, "When the GPU pays")."""
     parallel_chunk: int = Field(default=PARALLEL_CHUNK, ge=0)
     """Texts encoded whole on the CPU are cut at proven stable cuts into chunks of about this
     many bytes, encoded in parallel on every core; 0: in one piece."""

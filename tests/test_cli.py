@@ -57,7 +57,7 @@ FLAGS: dict[str, tuple[str | None, str, object]] = {
     "--shadow-repro-dir": ("r", "shadow_repro_dir", Path("r")),
     "--shadow-disable-on-divergence": (None, "shadow_disable_on_divergence", True),
     "--admin-key": ("ak", "admin_key", "ak"),
-    "--gpu-cold-start": ("0", "gpu_cold_start", 0),
+    "--gpu-cold-start": ("4000000", "gpu_cold_start", 4_000_000),
     "--parallel-chunk": ("0", "parallel_chunk", 0),
     "--cpu-encoder": ("reference", "cpu_encoder", "reference"),
     "--log-level": ("debug", "log_level", "debug"),
