@@ -125,12 +125,31 @@ ascii_texts = st.builds(
 characters: the scanners read an ASCII stretch's bytes, 64 at a time, and some families take
 it by other rules than the rest of their text (DeepSeek-V3 by cl100k's masks)."""
 
+_ascii_piece = st.sampled_from(
+    ["    ", "\n", "\n\n", " ", "\t", "abc", "Abc", "ABC", "aBc", "x", "'s", "'LL", "'",
+     "/", "//", "\n/", ".\n/", "(", "...", "123", "4567", "__init__", "McDonald"]
+) | st.text(st.characters(max_codepoint=0x7F), min_size=1, max_size=8)  # fmt: skip
+_wide = st.sampled_from(
+    ["é", "É", "ß", "ſ", "'ſ", "\u212a", "ǅ", "Ǆ", "İ", "ı", "Я", "я", "Ω", "ω", "→", "━━",
+     "’", "“", "”", "©", "€", "🚀", "²", "١", "Ⅻ", "\u200d", "\xa0", "\u2028", "\u3000",
+     "\x85", "é's", "Éa", "aÉ", "→\n/", "\u0301", "中", "ʰ", "ª"]
+)  # fmt: skip
+sparse_texts = st.lists(
+    st.one_of(_ascii_piece, _ascii_piece, _ascii_piece, _ascii_piece, _wide), min_size=1,
+    max_size=120,
+).map("".join)
+"""Mostly ASCII text with a few wide characters, often past 64 characters, as agent
+transcripts are: o200k, Tekken and Kimi take a block by masks where its letters are cased
+(arrows, quotes, accented and Cyrillic letters), by their sequential matcher where an uncased
+letter or a mark is in it or in the three characters after it."""
+
 _ADVERSARIAL = {
     "mixed": st.one_of(
         texts, long_texts, dense_texts, case_texts, spliced_texts, long_pieces,
         st.text(max_size=40),
     ),
     "ascii": ascii_texts,
+    "sparse": sparse_texts,
 }  # fmt: skip
 
 

@@ -423,8 +423,8 @@ static inline size_t o200k_upper_word(const Stretch *s, size_t i, int no_han) {
 
 /* o200k (contractions, digits in threes), Tekken (neither: \p{N} alone) and, after its Han
  * runs, Kimi (kimi: letters without Han, cl100k's punctuation: ?[^\s\p{L}\p{N}]+[\r\n]*). */
-static inline size_t o200k_match(const Stretch *s, size_t i, int contractions, size_t digits,
-                                 int kimi) {
+static inline __attribute__((always_inline)) size_t
+o200k_match(const Stretch *s, size_t i, int contractions, size_t digits, int kimi) {
     uint8_t c = s->cls[i];
     int prefix = c != C_NL && c != C_L && c != C_N; /* [^\r\n\p{L}\p{N}] */
     size_t e = 0;
@@ -455,17 +455,18 @@ static size_t kimi_match(const Stretch *s, size_t i) {
     return e > i ? e : o200k_match(s, i, 1, 3, 1);
 }
 
-/* o200k, Tekken and Kimi with bit masks where the text is ASCII: a piece's end depends on where
- * it started (gpu_kernels.piece_starts.o200k_transfers: a mark is a letter or punctuation, a `/`
- * absorbed or not), but among ASCII characters (no marks, no Lm/Lo, letters cased by bit 5)
- * the starts are local like cl100k's but for the stretch of newlines and slashes a
- * punctuation run absorbs, a word's [U]*[W]* split where an upper-case letter follows a
- * lower-case one, and contractions ending words.  A block is taken so when it and the three
- * characters after it are ASCII; elsewhere o200k_match runs from the last start found, and
- * the masks take up again at the start it reaches, as if the stretch began there (the
- * pattern has no look-behind, so what comes after a start depends only on the text after).
- * The masks read the block's bytes, not its code points: a stretch all ASCII has none (cp
- * NULL, see decoded in _native.c). */
+/* o200k, Tekken and Kimi with bit masks where the letters are cased: a piece's end depends on
+ * where it started (gpu_kernels.piece_starts.o200k_transfers: a mark is a letter or
+ * punctuation, a `/` absorbed or not), but among characters that hold no mark and no Lm/Lo
+ * (Kimi: no Han), so that each letter is upper- or lower-case, the starts are local like
+ * cl100k's but for the stretch of newlines and slashes a punctuation run absorbs, a word's
+ * [U]*[W]* split where an upper-case letter follows a lower-case one, and contractions ending
+ * words.  A block is taken so when it and the three characters after it are such; elsewhere
+ * o200k_match runs from the last start found, and the masks take up again at the start it
+ * reaches, as if the stretch began there (the pattern has no look-behind, so what comes after
+ * a start depends only on the text after).  Where they are ASCII the masks read the block's
+ * bytes, case by bit 5 (a stretch all ASCII has no code points: cp NULL, see decoded in
+ * _native.c); elsewhere the code points and their kinds (cased_masks). */
 
 /* Whether the count characters from i are ASCII: as many bytes as characters. */
 static inline int ascii_run(const Stretch *s, size_t i, size_t count) {
@@ -494,6 +495,81 @@ static inline void ascii_masks(const uint8_t *b, uint64_t *no_bit5, uint64_t *sl
 #endif
 }
 
+/* The bytes beyond one per character that a block of 64 and the three after it may have for
+ * cased_masks to look at its characters: agent transcripts have an arrow, a curly quote or an
+ * accented letter in a third of their blocks, a few of them; text in other scripts has wide
+ * characters throughout, mostly uncased letters (the block's test would cost, then fail). */
+#define CASED_EXTRA 24
+
+#ifdef WIDE_ASCII
+/* cased_masks' bits of 64 code points with AVX-512, 16 at a time; 64. */
+__attribute__((target("avx512f"))) static size_t ascii_bits_wide(const uint32_t *cp,
+                                                                 uint64_t *wide, uint64_t *up,
+                                                                 uint64_t *sl) {
+    const __m512i ascii = _mm512_set1_epi32(0x7F), a = _mm512_set1_epi32('A');
+    const __m512i letters = _mm512_set1_epi32('Z' - 'A'), slashes = _mm512_set1_epi32('/');
+    for (size_t j = 0; j < 64; j += 16) {
+        __m512i v = _mm512_loadu_si512(cp + j);
+        *wide |= (uint64_t)_mm512_cmpgt_epu32_mask(v, ascii) << j;
+        *up |= (uint64_t)_mm512_cmple_epu32_mask(_mm512_sub_epi32(v, a), letters) << j;
+        *sl |= (uint64_t)_mm512_cmpeq_epi32_mask(v, slashes) << j;
+    }
+    return 64;
+}
+#endif
+
+/* Whether code point c is neither an uncased letter (Lm Lo) nor a mark (Kimi: nor Han). */
+static inline int cased_kind(const Stretch *s, uint32_t c, int kimi) {
+    uint8_t kind = s->kinds[c];
+    return kind != K_OTHER_LETTER && kind != K_MARK && !(kimi && s->han[c]);
+}
+
+/* What ascii_masks gives the masks (the upper-case letters and the slashes) for the count
+ * characters from base where they are not all ASCII, from their code points and kinds: 1 where
+ * they and the ahead after them are few wide characters and hold no uncased letter (Lm Lo) and
+ * no mark (Kimi: no Han either), so that every letter is upper- or lower-case (the class
+ * table's probe checks that a letter's kind is one of the three) and the masks' rules hold as
+ * among ASCII characters; else 0, the block left to o200k_match (in agent transcripts, a third
+ * of the blocks went there: 1.3-1.4x on their encodes).  Out of line: the loop of the blocks
+ * keeps its registers. */
+static __attribute__((noinline)) int cased_masks(const Stretch *s, size_t base, size_t count,
+                                                 size_t ahead, int kimi, uint64_t *upper,
+                                                 uint64_t *slash) {
+    size_t chars = count + ahead, j = 0;
+    if (s->at[base + chars] - s->at[base] > chars + CASED_EXTRA) return 0;
+    const uint32_t *cp = s->cp + base;
+    uint64_t wide = 0, up = 0, sl = 0; /* the ASCII characters' bits first, four at a time */
+#ifdef WIDE_ASCII
+    if (wide_ascii && count == 64) j = ascii_bits_wide(cp, &wide, &up, &sl);
+#endif
+#if defined(__SSE2__)
+    const __m128i ascii = _mm_set1_epi32(0x7F), before_a = _mm_set1_epi32('A' - 1);
+    const __m128i after_z = _mm_set1_epi32('Z' + 1), slashes = _mm_set1_epi32('/');
+#define BITS(v) ((uint64_t)_mm_movemask_ps(_mm_castsi128_ps(v)) << j)
+    for (; j + 4 <= count; j += 4) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(cp + j));
+        wide |= BITS(_mm_cmpgt_epi32(v, ascii));
+        up |= BITS(_mm_and_si128(_mm_cmpgt_epi32(v, before_a), _mm_cmplt_epi32(v, after_z)));
+        sl |= BITS(_mm_cmpeq_epi32(v, slashes));
+    }
+#undef BITS
+#endif
+    for (; j < count; j++) {
+        wide |= (uint64_t)(cp[j] > 0x7F) << j;
+        up |= (uint64_t)(cp[j] - 'A' <= 'Z' - 'A') << j;
+        sl |= (uint64_t)(cp[j] == '/') << j;
+    }
+    for (; j < chars; j++) /* the ahead */
+        if (cp[j] > 0x7F && !cased_kind(s, cp[j], kimi)) return 0;
+    for (; wide; wide &= wide - 1) { /* each wide character's kind */
+        size_t q = (size_t)__builtin_ctzll(wide);
+        if (!cased_kind(s, cp[q], kimi)) return 0;
+        up |= (uint64_t)(s->kinds[cp[q]] == K_UPPER) << q;
+    }
+    *upper = up, *slash = sl;
+    return 1;
+}
+
 /* Bits set in m (within g) smeared up through the runs of g (each position of g's run above a
  * bit of m): adding m carries each run's lowest bit of m through the rest of the run, and
  * flips the run's other bits of m, which are put back. */
@@ -501,8 +577,8 @@ static inline uint64_t smear_up(uint64_t m, uint64_t g) {
     return (((g + m) ^ g) & g) | m;
 }
 
-static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits,
-                           int kimi) {
+static inline __attribute__((always_inline)) size_t
+o200k_pieces(const Stretch *s, uint32_t *starts, int contractions, size_t digits, int kimi) {
     size_t n = s->n, k = 0, i = 0; /* i: the next start o200k_match has found */
     int masked = 0;                /* the last block was taken by the masks */
     Masks prev = {0};
@@ -511,7 +587,9 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
     size_t zrun_end = 0, last_cut = 0;
     for (size_t base = 0; base < n; base += 64) {
         size_t count = n - base < 64 ? n - base : 64, ahead = n - base - count;
-        if (!ascii_run(s, base, count) || !ascii_run(s, base + count, ahead < 3 ? ahead : 3)) {
+        int ascii = ascii_run(s, base, count) && ascii_run(s, base + count, ahead < 3 ? ahead : 3);
+        uint64_t no_bit5 = 0, slash = 0; /* the upper-case letters among the letters */
+        if (!ascii && !cased_masks(s, base, count, ahead < 3 ? ahead : 3, kimi, &no_bit5, &slash)) {
             if (masked) i = starts[--k], masked = 0, held_next = 0; /* from the last start */
             for (; i < base + 64 && i < n;
                  i = kimi ? kimi_match(s, i) : o200k_match(s, i, contractions, digits, 0))
@@ -528,12 +606,11 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         pending = 0;
         const uint8_t *c = s->cls + base, *text = s->bytes + (s->at ? s->at[base] : base);
         uint8_t last[64]; /* the stretch's last block, not read past its end */
-        if (count < 64) text = memcpy(memset(last, 0, 64), text, count);
+        if (count < 64 && ascii) text = memcpy(memset(last, 0, 64), text, count);
         Masks m = masks_at(c);
         m.nl &= from, m.sp &= from, m.ws &= from, m.l &= from, m.n &= from;
         m.ap &= from, m.p &= from;
-        uint64_t no_bit5, slash;
-        ascii_masks(text, &no_bit5, &slash);
+        if (ascii) ascii_masks(text, &no_bit5, &slash);
         uint64_t punct = m.ap | m.p, pp = prev.ap | prev.p;
         uint64_t upper = m.l & no_bit5, lower = m.l & ~no_bit5;
         /* [^\s\p{L}\p{N}]+[\r\n/]*: the newlines after a punctuation run and the newlines and
@@ -574,6 +651,18 @@ static size_t o200k_pieces(const Stretch *s, uint32_t *starts, int contractions,
         k = emitted(starts, k, base, found & from);
     }
     return k;
+}
+
+/* o200k_pieces for each of its patterns, each compiled with its own constants (GCC had cloned
+ * one of them; with the cased blocks none, and Tekken's and o200k's other text ran 0.91x). */
+static __attribute__((noinline)) size_t o200k_only_pieces(const Stretch *s, uint32_t *starts) {
+    return o200k_pieces(s, starts, 1, 3, 0);
+}
+static __attribute__((noinline)) size_t tekken_pieces(const Stretch *s, uint32_t *starts) {
+    return o200k_pieces(s, starts, 0, 1, 0);
+}
+static __attribute__((noinline)) size_t kimi_pieces(const Stretch *s, uint32_t *starts) {
+    return o200k_pieces(s, starts, 1, 3, 1);
 }
 
 /* DeepSeek-V3 as bit masks too (gpu_kernels.deepseek_starts): \p{N}{1,3} and CJK runs are
@@ -761,8 +850,8 @@ size_t scan_pieces(int family, const Stretch *s, uint32_t *starts) {
     case FAM_QWEN2:
     case FAM_QWEN35: return cl100k_pieces(s, starts, 1); /* its marks classed as letters */
     case FAM_GPT2: return gpt2_pieces(s, starts);
-    case FAM_TEKKEN: return o200k_pieces(s, starts, 0, 1, 0);
-    case FAM_KIMI: return o200k_pieces(s, starts, 1, 3, 1);
-    default: return o200k_pieces(s, starts, 1, 3, 0);
+    case FAM_TEKKEN: return tekken_pieces(s, starts);
+    case FAM_KIMI: return kimi_pieces(s, starts);
+    default: return o200k_only_pieces(s, starts);
     }
 }
