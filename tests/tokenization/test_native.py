@@ -642,7 +642,7 @@ def test_the_session_says_which_engine_encoded(engine: CpuEncoder, assets: dict[
 
 
 @differential(300)
-@given(text=st.one_of(texts, case_texts, spliced_texts, dense_texts))
+@given(text=st.one_of(texts, case_texts, spliced_texts, dense_texts, sparse_texts))
 def test_nfc_windows_are_the_twins(text: str, native: Callable[[str], NativeEncoder]) -> None:
     """The C part's NFC windows are ``payload.nfc_windows`` over the marked text."""
     encoder = native("qwen3")

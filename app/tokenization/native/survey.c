@@ -77,13 +77,35 @@ static int push_window(NfcWindows *w, int64_t begin, int64_t end) {
     return 0;
 }
 
+/* Whether every ASCII character is an NFC boundary in nfc (it is: combining class 0, quick
+ * check yes; checked, not assumed, since survey_nfc then passes over their runs). */
+static int ascii_bounds(const uint8_t *nfc) {
+    for (uint32_t c = 0; c < 0x80; c++)
+        if (nfc[c] != NFC_BOUNDARY) return 0;
+    return 1;
+}
+
 int survey_nfc(const uint8_t *nfc, const uint8_t *data, size_t n, const int64_t *span_begin,
                const int64_t *span_end, size_t spans, NfcWindows *out) {
     int64_t bound = 0, open = -1; /* the last boundary's byte offset; the open window's start */
     size_t k = 0;
+    const int skip_ascii = ascii_bounds(nfc);
     for (size_t i = 0; i <= n;) {
         int width = 1, code = NFC_BOUNDARY;
         size_t next;
+        if (skip_ascii && open < 0 && i < n && data[i] < 0x80) {
+            /* a run of ASCII, each a boundary, up to the next added token: 16 bytes at a time
+             * (most of an agent transcript), its last character the last boundary */
+            size_t stop = k < spans ? (size_t)span_begin[k] : n;
+            if (stop > i) {
+                size_t j = i + 1;
+                while (j + 16 <= stop && ascii16(data + j) == 16) j += 16;
+                while (j < stop && data[j] < 0x80) j++;
+                bound = (int64_t)(j - 1);
+                i = j;
+                continue;
+            }
+        }
         if (i == n) {
             next = n + 1;
         } else if (k < spans && (size_t)span_begin[k] == i) {
