@@ -51,6 +51,7 @@ def gpu_cold_starts(tokenizer: Tokenizer, min_bytes: int) -> GpuColdStarts | Non
     """The GPU route for ``tokenizer`` when this machine has one (``min_bytes`` > 0), else None;
     says why in the log either way."""
     if min_bytes <= 0:
+        log.info("GPU cold starts off (--gpu-cold-start 0, the default)")
         return None
     # Imported here: gpu_kernels builds on app.tokenization, whose package imports this module.
     from gpu_kernels import UnsupportedTokenizer, unavailable_reason
