@@ -134,14 +134,17 @@ _wide = st.sampled_from(
      "’", "“", "”", "©", "€", "🚀", "²", "١", "Ⅻ", "\u200d", "\xa0", "\u2028", "\u3000",
      "\x85", "é's", "Éa", "aÉ", "→\n/", "\u0301", "中", "ʰ", "ª"]
 )  # fmt: skip
+_ascii_line = st.lists(_ascii_piece, min_size=20, max_size=60).map("".join)
 sparse_texts = st.lists(
-    st.one_of(_ascii_piece, _ascii_piece, _ascii_piece, _ascii_piece, _wide), min_size=1,
+    st.one_of(_ascii_piece, _ascii_piece, _ascii_piece, _ascii_piece, _ascii_line, _wide),
+    min_size=1,
     max_size=120,
 ).map("".join)
 """Mostly ASCII text with a few wide characters, often past 64 characters, as agent
 transcripts are: o200k, Tekken and Kimi take a block by masks where its letters are cased
 (arrows, quotes, accented and Cyrillic letters), by their sequential matcher where an uncased
-letter or a mark is in it or in the three characters after it."""
+letter or a mark is in it or in the three characters after it; and the decode takes 64 ASCII
+bytes at a time after a wide character (``_ascii_line``: long runs of them)."""
 
 _ADVERSARIAL = {
     "mixed": st.one_of(
