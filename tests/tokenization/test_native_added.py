@@ -101,12 +101,24 @@ def test_inconsistent_arrays_are_refused() -> None:
     from app.tokenization.native._native import AddedTokens
 
     starts = np.asarray([0, 1, 1], dtype=np.int32)
+    labels = (np.asarray([0, 0, 1], np.int32), np.asarray([62], np.uint8))
+    AddedTokens(starts, np.asarray([60], np.uint8), np.asarray([1], np.int32),
+                np.asarray([-1, 5], np.int32), *labels)  # fmt: skip
     with pytest.raises(ValueError, match="trie"):  # an edge to the root
         AddedTokens(starts, np.asarray([60], np.uint8), np.asarray([0], np.int32),
-                    np.asarray([-1, 5], np.int32))  # fmt: skip
+                    np.asarray([-1, 5], np.int32), *labels)  # fmt: skip
     with pytest.raises(ValueError, match="trie"):  # edges past the last node's
         AddedTokens(np.asarray([0, 2, 1], np.int32), np.asarray([60, 61], np.uint8),
-                    np.asarray([1, 1], np.int32), np.asarray([-1, 5], np.int32))  # fmt: skip
+                    np.asarray([1, 1], np.int32), np.asarray([-1, 5], np.int32),
+                    *labels)  # fmt: skip
+    with pytest.raises(ValueError, match="trie"):  # a label past the labels' bytes
+        AddedTokens(starts, np.asarray([60], np.uint8), np.asarray([1], np.int32),
+                    np.asarray([-1, 5], np.int32), np.asarray([0, 0, 2], np.int32),
+                    labels[1])  # fmt: skip
+    with pytest.raises(ValueError, match="trie"):  # labels out of order
+        AddedTokens(starts, np.asarray([60], np.uint8), np.asarray([1], np.int32),
+                    np.asarray([-1, 5], np.int32), np.asarray([0, 2, 1], np.int32),
+                    labels[1])  # fmt: skip
 
 
 def test_the_16_byte_compares_where_the_cpu_has_the_wide_ones() -> None:

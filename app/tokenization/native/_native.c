@@ -858,38 +858,47 @@ static PyTypeObject EncoderType = {
     .tp_methods = Encoder_methods,
 };
 
-/* AddedTokens(edge_start, edge_byte, edge_child, token): the trie of added_tokens.py;
- * find(data) -> (begin, end, ids) as int64, int64 and int32 bytes (added.c). */
+/* AddedTokens(edge_start, edge_byte, edge_child, token, label_at, labels): the radix trie of
+ * added_tokens.py; find(data) -> (begin, end, ids) as int64, int64 and int32 bytes (added.c). */
 typedef struct {
     PyObject_HEAD
     AddedTrie trie;
-    int32_t *edge_start, *edge_child, *token;
-    uint8_t *edge_byte;
+    int32_t *edge_start, *edge_child, *token, *label_at;
+    uint8_t *edge_byte, *labels;
 } AddedTokens;
 
 static void added_clear(AddedTokens *a) {
     PyMem_Free(a->edge_start);
     PyMem_Free(a->edge_child);
     PyMem_Free(a->token);
+    PyMem_Free(a->label_at);
     PyMem_Free(a->edge_byte);
-    a->edge_start = a->edge_child = a->token = NULL;
-    a->edge_byte = NULL;
+    PyMem_Free(a->labels);
+    a->edge_start = a->edge_child = a->token = a->label_at = NULL;
+    a->edge_byte = a->labels = NULL;
 }
 
 static int AddedTokens_init(AddedTokens *a, PyObject *args, PyObject *kwds) {
-    PyObject *starts, *bytes, *children, *tokens;
-    if (!PyArg_ParseTuple(args, "OOOO", &starts, &bytes, &children, &tokens)) return -1;
+    PyObject *starts, *bytes, *children, *tokens, *label_at, *labels;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &starts, &bytes, &children, &tokens, &label_at,
+                          &labels))
+        return -1;
     added_clear(a);
     Py_ssize_t n_starts = 0, n_bytes = 0, n_children = 0, n_tokens = 0; /* n_tokens: nodes */
+    Py_ssize_t n_label_at = 0, n_labels = 0;
     a->edge_start = copied(starts, 4, &n_starts);
     a->edge_byte = a->edge_start ? copied(bytes, 1, &n_bytes) : NULL;
     a->edge_child = a->edge_byte ? copied(children, 4, &n_children) : NULL;
     a->token = a->edge_child ? copied(tokens, 4, &n_tokens) : NULL;
-    if (a->token == NULL) return -1;
+    a->label_at = a->token ? copied(label_at, 4, &n_label_at) : NULL;
+    a->labels = a->label_at ? copied(labels, 1, &n_labels) : NULL;
+    if (a->labels == NULL) return -1;
     int ok = n_starts == n_tokens + 1 && n_tokens > 0 && n_bytes == n_children &&
-             a->edge_start[0] == 0 && a->edge_start[n_tokens] == n_bytes;
+             a->edge_start[0] == 0 && a->edge_start[n_tokens] == n_bytes &&
+             n_label_at == n_tokens + 1 && a->label_at[0] == 0 &&
+             a->label_at[n_tokens] == n_labels;
     for (Py_ssize_t k = 0; ok && k < n_tokens; k++)
-        ok = a->edge_start[k] <= a->edge_start[k + 1];
+        ok = a->edge_start[k] <= a->edge_start[k + 1] && a->label_at[k] <= a->label_at[k + 1];
     for (Py_ssize_t k = 0; ok && k < n_children; k++)
         ok = a->edge_child[k] > 0 && a->edge_child[k] < n_tokens;
     for (Py_ssize_t k = 0; ok && k < n_tokens; k++) /* each node's edges by byte */
@@ -905,6 +914,8 @@ static int AddedTokens_init(AddedTokens *a, PyObject *args, PyObject *kwds) {
     t->edge_byte = a->edge_byte;
     t->edge_child = a->edge_child;
     t->token = a->token;
+    t->label_at = a->label_at;
+    t->labels = a->labels;
     for (int32_t e = a->edge_start[0]; e < a->edge_start[1]; e++) {
 #if defined(__SSE2__)
         if (t->n_leads < ADDED_SIMD_LEADS)

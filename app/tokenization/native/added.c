@@ -1,8 +1,9 @@
-/* The added-token search: leftmost-longest matches over a byte trie of the tokens.
+/* The added-token search: leftmost-longest matches over a radix trie of the tokens.
  *
  * The trie comes built (added_tokens.py): node k's edges are edge_byte/edge_child
- * [edge_start[k], edge_start[k + 1]), sorted by byte; token[k] is the id of the token ending at
- * node k, or -1.  Node 0 is the root.  A match can begin only at a byte the root has an edge
+ * [edge_start[k], edge_start[k + 1]), sorted by byte; its label, the bytes after its edge's
+ * byte that lead to it (no token ends inside a label), is labels[label_at[k]:label_at[k + 1]];
+ * token[k] is the id of the token ending at node k, or -1.  Node 0 is the root.  A match can begin only at a byte the root has an edge
  * for (a lead): the leads of 64 bytes at a time are found as a mask (leads64), with up to
  * ADDED_SIMD_LEADS by a compare per lead (Gemma's five: '<', newline, tab, '|' and U+2581's
  * first byte, which a byte at a time took a tenth of an encode of source code), else by a
@@ -102,10 +103,13 @@ find_spans(const AddedTrie *t, const uint8_t *data, size_t n, AddedSpans *out, i
         size_t at = base + (size_t)__builtin_ctzll(found);
         int32_t node = 0, id = -1;
         size_t stop = at;
-        for (size_t i = at; i < n && (node = child_of(t, node, data[i])) >= 0; i++) {
+        for (size_t i = at; i < n && (node = child_of(t, node, data[i])) >= 0;) {
+            size_t label = (size_t)t->label_at[node], len = (size_t)t->label_at[node + 1] - label;
+            if (len >= n - i || memcmp(data + i + 1, t->labels + label, len) != 0) break;
+            i += 1 + len;
             if (t->token[node] >= 0) {
                 id = t->token[node];
-                stop = i + 1;
+                stop = i;
             }
         }
         if (id < 0) {

@@ -86,13 +86,15 @@ void scratch_free(Scratch *w);
 #define STARTS_PAD 32
 size_t scan_pieces(int family, const Stretch *s, uint32_t *starts);
 
-/* The added tokens as a byte trie (added.c); leads: the bytes a token can begin with. */
+/* The added tokens as a radix trie (added.c); leads: the bytes a token can begin with. */
 #define ADDED_SIMD_LEADS 8
 typedef struct {
     const int32_t *edge_start; /* n_nodes + 1 */
     const uint8_t *edge_byte;
     const int32_t *edge_child;
-    const int32_t *token; /* per node: the id of the token ending there, or -1 */
+    const int32_t *token;    /* per node: the id of the token ending there, or -1 */
+    const int32_t *label_at; /* n_nodes + 1: node k's label is labels[label_at[k]:[k + 1]] */
+    const uint8_t *labels;
     uint8_t is_lead[256];
     int n_leads;
 #if defined(__SSE2__)
