@@ -132,7 +132,7 @@ _ascii_piece = st.sampled_from(
 _wide = st.sampled_from(
     ["é", "É", "ß", "ſ", "'ſ", "\u212a", "ǅ", "Ǆ", "İ", "ı", "Я", "я", "Ω", "ω", "→", "━━",
      "’", "“", "”", "©", "€", "🚀", "²", "١", "Ⅻ", "\u200d", "\xa0", "\u2028", "\u3000",
-     "\x85", "é's", "Éa", "aÉ", "→\n/", "\u0301", "中", "ʰ", "ª"]
+     "\x85", "é's", "Éa", "aÉ", "→\n/", "\u0301", " \u0301a", "(\u0308", "中", "ʰ", "ª"]
 )  # fmt: skip
 _ascii_line = st.lists(_ascii_piece, min_size=20, max_size=60).map("".join)
 sparse_texts = st.lists(
@@ -183,6 +183,23 @@ def test_blanks_ending_at_a_block_edge(
         for run in (1, 2, 3, 9):
             for after in ("1", "12", "a", "."):
                 text = "x" * (end - run) + " " * run + after + " end"
+                assert_exact(reference(name), native(name), text)
+
+
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
+def test_few_wide_characters_among_64_bytes(
+    name: str,
+    reference: Callable[[str], Tokenizer],
+    native: Callable[[str], NativeEncoder],
+) -> None:
+    """64 bytes with up to four characters past ASCII are decoded by a permute of the ASCII
+    bytes' classes, the others classed one by one: each kind of them (marks, letters to
+    Qwen3.5, where Devanagari's split otherwise; a cased letter, read by its code point; an
+    arrow; 4 bytes) at every place of the block, once and five times (then not so decoded)."""
+    for wide in (" स्ते", "(\u0308", "xÉy", "→", "🚀x", "中"):
+        for count in (1, 5):
+            for at in range(0, 64, 3):
+                text = "ab c.d" * (at // 6) + "ab c.d"[: at % 6] + wide * count + " xy = z" * 14
                 assert_exact(reference(name), native(name), text)
 
 

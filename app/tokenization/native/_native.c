@@ -404,7 +404,9 @@ ascii_blocks(const uint8_t *classes, const uint8_t *p, size_t n, uint8_t *cls, u
 
 int wide_utf8; /* and AVX-512 VBMI2 (its byte compress); off with wide_ascii */
 
-#define WIDE_UTF8_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi2")))
+#define WIDE_UTF8_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2")))
+/* At most this many characters of 2-4 bytes in 64 bytes are classed one by one (utf8_64). */
+#define FEW_WIDE 4
 
 /* The 16 bytes at p as 32-bit lanes. */
 WIDE_UTF8_TARGET static inline __m512i widened16(const uint8_t *p) {
@@ -468,13 +470,36 @@ WIDE_UTF8_TARGET static size_t utf8_64(const uint8_t *classes, const uint8_t *ki
     /* A character led before byte 61 ends in the 64; the next one starts at the first lead
      * from 61 on, or at 64 where there is none. */
     uint64_t whole = leads & ((1ull << 61) - 1), later = leads >> 61;
+    uint64_t wide = whole & _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)0xC0));
     uint8_t at[64], b0[64], b1[64], b2[64], b3[64];
     _mm512_storeu_si512(at, _mm512_maskz_compress_epi8(whole, _mm512_loadu_si512(iota)));
-    _mm512_storeu_si512(b0, _mm512_maskz_compress_epi8(whole, v));
+    __m512i lead = _mm512_maskz_compress_epi8(whole, v);
+    _mm512_storeu_si512(b0, lead);
+    size_t count = (size_t)__builtin_popcountll(whole);
+    if (__builtin_popcountll(wide) <= FEW_WIDE) {
+        /* ASCII but for a few characters (an agent's file reads: an arrow on every line):
+         * the ASCII ones classed as ascii_blocks classes them, the others one by one (all 64
+         * lanes written: n + 64 is within the block, as 64 of its bytes are left) */
+        _mm512_storeu_si512(cls, _mm512_permutex2var_epi8(_mm512_loadu_si512(classes), lead,
+                                                          _mm512_loadu_si512(classes + 64)));
+        for (size_t g = 0; g < count; g += 16) {
+            if (cp != NULL) _mm512_storeu_si512(cp + g, widened16(b0 + g));
+            _mm512_storeu_si512(offsets + g, _mm512_add_epi32(widened16(at + g),
+                                                              _mm512_set1_epi32((int)offset)));
+        }
+        for (; wide; wide &= wide - 1) {
+            size_t lane = (size_t)__builtin_popcountll(whole & ((wide & -wide) - 1));
+            int width;
+            uint32_t c = utf8_decode_at(p, (size_t)__builtin_ctzll(wide), &width);
+            cls[lane] = kinds != NULL && kinds[c] == K_MARK ? C_L : classes[c];
+            if (cp != NULL) cp[lane] = c;
+        }
+        *chars = count;
+        return later ? 61 + (size_t)__builtin_ctzll(later) : 64;
+    }
     _mm512_storeu_si512(b1, _mm512_maskz_compress_epi8(whole << 1, v));
     _mm512_storeu_si512(b2, _mm512_maskz_compress_epi8(whole << 2, v));
     _mm512_storeu_si512(b3, _mm512_maskz_compress_epi8(whole << 3, v));
-    size_t count = (size_t)__builtin_popcountll(whole);
     for (size_t g = 0; g < count; g += 16) {
         __m512i c = code_points16(b0 + g, b1 + g, b2 + g, b3 + g);
         _mm_storeu_si128((__m128i *)(cls + g), classes16(classes, kinds, c));
