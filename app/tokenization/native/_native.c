@@ -476,17 +476,17 @@ WIDE_UTF8_TARGET static size_t utf8_64(const uint8_t *classes, const uint8_t *ki
     __m512i lead = _mm512_maskz_compress_epi8(whole, v);
     _mm512_storeu_si512(b0, lead);
     size_t count = (size_t)__builtin_popcountll(whole);
+    for (size_t g = 0; g < count; g += 16)
+        _mm512_storeu_si512(offsets + g,
+                            _mm512_add_epi32(widened16(at + g), _mm512_set1_epi32((int)offset)));
     if (__builtin_popcountll(wide) <= FEW_WIDE) {
         /* ASCII but for a few characters (an agent's file reads: an arrow on every line):
          * the ASCII ones classed as ascii_blocks classes them, the others one by one (all 64
          * lanes written: n + 64 is within the block, as 64 of its bytes are left) */
         _mm512_storeu_si512(cls, _mm512_permutex2var_epi8(_mm512_loadu_si512(classes), lead,
                                                           _mm512_loadu_si512(classes + 64)));
-        for (size_t g = 0; g < count; g += 16) {
-            if (cp != NULL) _mm512_storeu_si512(cp + g, widened16(b0 + g));
-            _mm512_storeu_si512(offsets + g, _mm512_add_epi32(widened16(at + g),
-                                                              _mm512_set1_epi32((int)offset)));
-        }
+        for (size_t g = 0; cp != NULL && g < count; g += 16)
+            _mm512_storeu_si512(cp + g, widened16(b0 + g));
         for (; wide; wide &= wide - 1) {
             size_t lane = (size_t)__builtin_popcountll(whole & ((wide & -wide) - 1));
             int width;
@@ -494,18 +494,15 @@ WIDE_UTF8_TARGET static size_t utf8_64(const uint8_t *classes, const uint8_t *ki
             cls[lane] = kinds != NULL && kinds[c] == K_MARK ? C_L : classes[c];
             if (cp != NULL) cp[lane] = c;
         }
-        *chars = count;
-        return later ? 61 + (size_t)__builtin_ctzll(later) : 64;
-    }
-    _mm512_storeu_si512(b1, _mm512_maskz_compress_epi8(whole << 1, v));
-    _mm512_storeu_si512(b2, _mm512_maskz_compress_epi8(whole << 2, v));
-    _mm512_storeu_si512(b3, _mm512_maskz_compress_epi8(whole << 3, v));
-    for (size_t g = 0; g < count; g += 16) {
-        __m512i c = code_points16(b0 + g, b1 + g, b2 + g, b3 + g);
-        _mm_storeu_si128((__m128i *)(cls + g), classes16(classes, kinds, c));
-        if (cp != NULL) _mm512_storeu_si512(cp + g, c);
-        _mm512_storeu_si512(offsets + g,
-                            _mm512_add_epi32(widened16(at + g), _mm512_set1_epi32((int)offset)));
+    } else {
+        _mm512_storeu_si512(b1, _mm512_maskz_compress_epi8(whole << 1, v));
+        _mm512_storeu_si512(b2, _mm512_maskz_compress_epi8(whole << 2, v));
+        _mm512_storeu_si512(b3, _mm512_maskz_compress_epi8(whole << 3, v));
+        for (size_t g = 0; g < count; g += 16) {
+            __m512i c = code_points16(b0 + g, b1 + g, b2 + g, b3 + g);
+            _mm_storeu_si128((__m128i *)(cls + g), classes16(classes, kinds, c));
+            if (cp != NULL) _mm512_storeu_si512(cp + g, c);
+        }
     }
     *chars = count;
     return later ? 61 + (size_t)__builtin_ctzll(later) : 64;

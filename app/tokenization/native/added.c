@@ -3,11 +3,11 @@
  * The trie comes built (added_tokens.py): node k's edges are edge_byte/edge_child
  * [edge_start[k], edge_start[k + 1]), sorted by byte; its label, the bytes after its edge's
  * byte that lead to it (no token ends inside a label), is labels[label_at[k]:label_at[k + 1]];
- * token[k] is the id of the token ending at node k, or -1.  Node 0 is the root.  A match can begin only at a byte the root has an edge
- * for (a lead): the leads of 64 bytes at a time are found as a mask (leads64), with up to
- * ADDED_SIMD_LEADS by a compare per lead (Gemma's five: '<', newline, tab, '|' and U+2581's
- * first byte, which a byte at a time took a tenth of an encode of source code), else by a
- * table of them.
+ * token[k] is the id of the token ending at node k, or -1.  Node 0 is the root.  A match can
+ * begin only at a byte the root has an edge for (a lead): the leads of 64 bytes at a time are
+ * found as a mask (leads64), with up to ADDED_SIMD_LEADS by a compare per lead (Gemma's five:
+ * '<', newline, tab, '|' and U+2581's first byte, which a byte at a time took a tenth of an
+ * encode of source code), else by a table of them.
  */
 #include <stdlib.h>
 #include <string.h>
