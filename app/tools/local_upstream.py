@@ -97,6 +97,7 @@ class LocalLlamaServer:
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], deadline: float) -> str:
         url: str | None = None
+        probe = "no address announced on stdout"  # what the last look found
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 if (code := proc.poll()) is not None:
@@ -105,12 +106,14 @@ class LocalLlamaServer:
                         f"(model {self.gguf}); stderr tail:\n{self.stderr_tail()}"
                     )
                 url = url or self._announced_url()
-                if url is not None and _healthy(client, url):
-                    return url
+                if url is not None:
+                    probe = _health(client, url)
+                    if probe == "200":
+                        return url
                 time.sleep(_POLL_S)
         raise LocalUpstreamError(
-            f"llama.cpp server not ready after {self.start_timeout:.0f} s (model {self.gguf}); "
-            f"stderr tail:\n{self.stderr_tail()}"
+            f"llama.cpp server not ready after {self.start_timeout:.0f} s (model {self.gguf}; "
+            f"last /health: {probe}); stderr tail:\n{self.stderr_tail()}"
         )
 
     def _announced_url(self) -> str | None:
@@ -155,11 +158,12 @@ class LocalLlamaServer:
         self.stop()
 
 
-def _healthy(client: httpx.Client, url: str) -> bool:
+def _health(client: httpx.Client, url: str) -> str:
+    """``/health``'s status code, or the error that kept it from answering."""
     try:
-        return client.get(url + "/health").status_code == 200
-    except httpx.HTTPError:
-        return False
+        return str(client.get(url + "/health").status_code)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}: {exc}"
 
 
 def main(argv: list[str] | None = None) -> int:

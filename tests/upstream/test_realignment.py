@@ -22,7 +22,7 @@ from app.main import create_app
 from app.tools.local_upstream import LocalLlamaServer
 from app.upstream.learned import Alignment, Learned
 from app.upstream.readiness import Readiness
-from tests.api.servers import StubUpstream, closed_port_url, dropping_front, serving
+from tests.api.servers import StubUpstream, dropping_front, serving
 
 MODEL = "smollm2"
 HELLO = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "Say hi."}]}
@@ -34,17 +34,17 @@ def test_an_upstream_back_with_another_tokenizer_gets_text(
     assets: dict[str, Path], smollm2_dir: Path
 ) -> None:
     pytest.importorskip("xllamacpp", reason="xllamacpp is not installed: no local llama.cpp")
-    port = int(closed_port_url().rsplit(":", 1)[1])
     other = StubUpstream(tokenize=lambda text: [ord(c) for c in text])
+    llama = LocalLlamaServer(assets["smollm2_gguf"], n_ctx=2048, n_parallel=1)
+    upstream = llama.start()  # on a port it took itself: no gap in which another could
+    port = int(upstream.rsplit(":", 1)[1])
     settings = Settings(
-        upstream=f"http://127.0.0.1:{port}",
+        upstream=upstream,
         tokenizer=smollm2_dir,
         model=MODEL,
         alignment_check=True,
         alignment_recheck_s=0,
     )
-    llama = LocalLlamaServer(assets["smollm2_gguf"], port=port, n_ctx=2048, n_parallel=1)
-    llama.start()
     try:
         with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as http:
             assert http.post("/v1/chat/completions", json=HELLO).status_code == 200
@@ -71,12 +71,11 @@ def test_a_request_whose_ids_meet_another_tokenizer_goes_as_text(
     next call's ids are made for the old tokenizer, its connection closes before the reply,
     and the check before it is sent again finds the other tokenizer: it goes as text."""
     pytest.importorskip("xllamacpp", reason="xllamacpp is not installed: no local llama.cpp")
-    upstream = closed_port_url()
-    port = int(upstream.rsplit(":", 1)[1])
     other = StubUpstream(tokenize=lambda text: [ord(c) for c in text])
     swapped = threading.Event()
-    llama = LocalLlamaServer(assets["smollm2_gguf"], port=port, n_ctx=2048, n_parallel=1)
-    llama.start()
+    llama = LocalLlamaServer(assets["smollm2_gguf"], n_ctx=2048, n_parallel=1)
+    upstream = llama.start()
+    port = int(upstream.rsplit(":", 1)[1])
     try:
         with dropping_front(upstream, 1, armed=swapped) as front:
             settings = Settings(
