@@ -107,9 +107,9 @@ class LocalLlamaServer:
                     )
                 url = url or self._announced_url()
                 if url is not None:
-                    probe = _health(client, url)
-                    if probe == "200":
+                    if (unready := _unready(client, url)) is None:
                         return url
+                    probe = unready
                 time.sleep(_POLL_S)
         raise LocalUpstreamError(
             f"llama.cpp server not ready after {self.start_timeout:.0f} s (model {self.gguf}; "
@@ -158,12 +158,13 @@ class LocalLlamaServer:
         self.stop()
 
 
-def _health(client: httpx.Client, url: str) -> str:
-    """``/health``'s status code, or the error that kept it from answering."""
+def _unready(client: httpx.Client, url: str) -> str | None:
+    """None where ``/health`` answers 200, else what it answered or the error instead."""
     try:
-        return str(client.get(url + "/health").status_code)
+        status = client.get(url + "/health").status_code
     except httpx.HTTPError as exc:
         return f"{url}: {type(exc).__name__}: {exc}"
+    return None if status == 200 else f"status {status}"
 
 
 def main(argv: list[str] | None = None) -> int:
